@@ -1,0 +1,1 @@
+"""The rcc command line (typer)."""

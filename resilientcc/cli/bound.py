@@ -1,0 +1,3 @@
+"""``rcc bound``."""
+
+from __future__ import annotations

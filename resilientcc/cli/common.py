@@ -1,0 +1,126 @@
+"""Shared pieces of the ``rcc`` command line: topology options and error handling.
+
+The CLI is thin: parse → build domain objects → one library call → print. Every
+:class:`~resilientcc.errors.ResilientCCError` becomes a one-line ``error: ...`` on
+stderr and exit code 2, with no traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from resilientcc.errors import InputError, ResilientCCError
+from resilientcc.topology import apply_fail_specs, hierarchical, load_topology
+from resilientcc.topology.model import Topology
+from resilientcc.units import parse_bandwidth, parse_size
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "FabricOpt",
+    "FailOpt",
+    "GpusOpt",
+    "NicBwOpt",
+    "NicsOpt",
+    "NvlinkBwOpt",
+    "ServersOpt",
+    "SizeOpt",
+    "TopologyFileOpt",
+    "build_topology",
+    "die",
+    "handle_errors",
+    "parse_size_option",
+]
+
+EXIT_BAD_INPUT = 2
+
+ServersOpt = Annotated[int, typer.Option("--servers", "-n", help="Number of servers.")]
+GpusOpt = Annotated[int, typer.Option("--gpus-per-server", "-g", help="GPUs per server.")]
+NicsOpt = Annotated[
+    int | None, typer.Option("--nics-per-server", help="NICs per server [default: one per GPU].")
+]
+NicBwOpt = Annotated[str, typer.Option("--nic-bw", help="Per-NIC bandwidth, e.g. 400Gbps or 50GB/s.")]
+NvlinkBwOpt = Annotated[
+    str, typer.Option("--nvlink-bw", help="Per-GPU NVLink bandwidth per direction, e.g. 450GB/s.")
+]
+FabricOpt = Annotated[str, typer.Option("--fabric", help="Network fabric: rail or switch.")]
+FailOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--fail",
+        help="Failure SERVER:K (K NICs down), SERVER:nic1,nic5 (those NICs), or SERVER:x0.5 "
+        "(NIC bandwidth scaled). Repeatable.",
+    ),
+]
+TopologyFileOpt = Annotated[
+    Path | None,
+    typer.Option("--topology", help="Topology JSON file (instead of the builder options)."),
+]
+SizeOpt = Annotated[str, typer.Option("--size", "-s", help="Message size, e.g. 1GiB, 256MiB, 4MB.")]
+
+
+def die(message: str, code: int = EXIT_BAD_INPUT) -> None:
+    """Print ``error: message`` to stderr and exit with ``code``."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handle_errors(func: F) -> F:
+    """Turn library errors into one-line messages and exit code 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except ResilientCCError as e:
+            die(str(e))
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def parse_size_option(text: str) -> Any:
+    return parse_size(text, "--size")
+
+
+def build_topology(
+    servers: int,
+    gpus_per_server: int,
+    nics_per_server: int | None,
+    nic_bw: str,
+    nvlink_bw: str,
+    fabric: str,
+    fail: list[str] | None,
+    topology_file: Path | None,
+) -> Topology:
+    """Build the topology the options describe (file or builder), then apply ``--fail``."""
+    if topology_file is not None:
+        topo = load_topology(topology_file)
+    else:
+        if fabric not in ("rail", "switch"):
+            raise InputError(f"--fabric: must be 'rail' or 'switch', got {fabric!r}")
+        topo = hierarchical(
+            servers,
+            gpus_per_server,
+            nics_per_server,
+            nic_bw=parse_bandwidth(nic_bw, "--nic-bw"),
+            nvlink_bw=parse_bandwidth(nvlink_bw, "--nvlink-bw"),
+            fabric=fabric,
+        )
+    return apply_fail_specs(topo, fail or [])
+
+
+def stdout_is_tty() -> bool:
+    return sys.stdout.isatty()

@@ -1,0 +1,3 @@
+"""``rcc report``."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""``rcc sim``."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""``rcc synth``."""
+
+from __future__ import annotations

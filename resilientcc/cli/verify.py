@@ -1,0 +1,3 @@
+"""``rcc verify``."""
+
+from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Flow-level simulator of schedules on topologies with failures."""

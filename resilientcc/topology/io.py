@@ -1,0 +1,193 @@
+"""JSON file format for topologies (versioned, round-trips exactly).
+
+Format (version 1)::
+
+    {
+      "format": "resilientcc-topology",
+      "version": 1,
+      "name": "my cluster",
+      "params": {"fabric": "rail"},          # optional
+      "failures": ["server 0: NICs 0 down"], # optional, informational
+      "nodes": [
+        {"name": "s0.gpu0", "kind": "gpu", "server": 0, "local": 0, "rank": 0},
+        {"name": "s0.nic0", "kind": "nic", "server": 0, "local": 0},
+        {"name": "rail0", "kind": "switch"}
+      ],
+      "links": [
+        {"src": "s0.gpu0", "dst": "s0.nic0", "capacity": "64000000000",
+         "latency": "1/1000000", "kind": "pcie"}
+      ]
+    }
+
+Capacities are bytes/s and latencies seconds; both are written as exact rational
+strings, and read from numbers, rational strings or strings with units
+(``"400Gbps"``, ``"50GB/s"``, ``"14us"``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from resilientcc.errors import TopologyError
+from resilientcc.topology.model import Link, Node, Topology
+from resilientcc.topology.validate import validate
+from resilientcc.units import parse_bandwidth, parse_time
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "atomic_write_text",
+    "load_topology",
+    "save_topology",
+    "topology_from_dict",
+    "topology_to_dict",
+]
+
+FORMAT = "resilientcc-topology"
+VERSION = 1
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write a file atomically (temp file + rename), so a failure leaves nothing half-written."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def topology_to_dict(topo: Topology) -> dict[str, Any]:
+    """The JSON-ready dictionary of a topology."""
+    nodes = []
+    for n in topo.nodes:
+        d: dict[str, Any] = {"name": n.name, "kind": n.kind}
+        for key in ("server", "local", "rank"):
+            v = getattr(n, key)
+            if v is not None:
+                d[key] = v
+        if n.failed:
+            d["failed"] = True
+        nodes.append(d)
+    links = [
+        {
+            "src": lk.src,
+            "dst": lk.dst,
+            "capacity": str(lk.capacity),
+            "latency": str(lk.latency),
+            "kind": lk.kind,
+        }
+        for lk in topo.links
+    ]
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "name": topo.name,
+        "params": dict(topo.params),
+        "failures": list(topo.failures),
+        "nodes": nodes,
+        "links": links,
+    }
+
+
+def _opt_int(d: Mapping[str, Any], key: str, where: str) -> int | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TopologyError(f"{where}: {key!r} must be an integer, got {v!r}")
+    return v
+
+
+def topology_from_dict(data: Any, where: str = "topology") -> Topology:
+    """Build and validate a topology from its dictionary form."""
+    if not isinstance(data, dict):
+        raise TopologyError(f"{where}: expected a JSON object at the top level")
+    if data.get("format", FORMAT) != FORMAT:
+        raise TopologyError(f"{where}: 'format' is {data.get('format')!r}, expected {FORMAT!r}")
+    version = data.get("version", VERSION)
+    if version != VERSION:
+        raise TopologyError(f"{where}: unsupported version {version!r} (this build reads {VERSION})")
+    raw_nodes = data.get("nodes")
+    raw_links = data.get("links")
+    if not isinstance(raw_nodes, list) or not isinstance(raw_links, list):
+        raise TopologyError(f"{where}: needs lists 'nodes' and 'links'")
+    nodes = []
+    for i, d in enumerate(raw_nodes):
+        w = f"{where}: nodes[{i}]"
+        if not isinstance(d, dict) or not isinstance(d.get("name"), str) or "kind" not in d:
+            raise TopologyError(f"{w}: needs string 'name' and 'kind'")
+        nodes.append(
+            Node(
+                name=d["name"],
+                kind=str(d["kind"]),
+                server=_opt_int(d, "server", w),
+                local=_opt_int(d, "local", w),
+                rank=_opt_int(d, "rank", w),
+                failed=bool(d.get("failed", False)),
+            )
+        )
+    links = []
+    for i, d in enumerate(raw_links):
+        w = f"{where}: links[{i}]"
+        if not isinstance(d, dict) or not isinstance(d.get("src"), str) or not isinstance(d.get("dst"), str):
+            raise TopologyError(f"{w}: needs string 'src' and 'dst'")
+        if "capacity" not in d:
+            raise TopologyError(f"{w}: missing 'capacity'")
+        cap_raw = d["capacity"]
+        if isinstance(cap_raw, (int, float)) and not isinstance(cap_raw, bool) and cap_raw <= 0:
+            raise TopologyError(f"{w}: capacity must be positive, got {cap_raw!r}")
+        try:
+            cap = parse_bandwidth(cap_raw if not isinstance(cap_raw, float) else repr(cap_raw), f"{w}: capacity")
+            lat_raw = d.get("latency", 0)
+            lat = parse_time(lat_raw if not isinstance(lat_raw, float) else repr(lat_raw), f"{w}: latency")
+        except TopologyError:
+            raise
+        except Exception as e:  # InputError from the unit parsers
+            raise TopologyError(str(e)) from None
+        links.append(Link(d["src"], d["dst"], Fraction(cap), Fraction(lat), str(d.get("kind", "custom"))))
+    params = data.get("params", {})
+    if not isinstance(params, dict):
+        raise TopologyError(f"{where}: 'params' must be an object")
+    failures = data.get("failures", [])
+    if not isinstance(failures, list):
+        raise TopologyError(f"{where}: 'failures' must be a list")
+    topo = Topology(
+        tuple(nodes),
+        tuple(links),
+        name=str(data.get("name", "custom")),
+        params=tuple((str(k), str(v)) for k, v in params.items()),
+        failures=tuple(str(f) for f in failures),
+    )
+    return validate(topo, where)
+
+
+def load_topology(path: str | os.PathLike[str]) -> Topology:
+    """Read and validate a topology JSON file; errors name the file and the offending entry."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise TopologyError(f"{p}: cannot read ({e.strerror or e})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TopologyError(f"{p}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    return topology_from_dict(data, str(p))
+
+
+def save_topology(topo: Topology, path: str | os.PathLike[str]) -> None:
+    """Write a topology as JSON (atomically)."""
+    atomic_write_text(path, json.dumps(topology_to_dict(topo), indent=1) + "\n")

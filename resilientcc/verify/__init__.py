@@ -1,0 +1,1 @@
+"""Z3 verification of schedules: lossless, race-free, deadlock-free, failover-lossless."""
