@@ -119,7 +119,9 @@ def parse_size(text: str | int | Fraction, what: str = "size") -> Fraction:
         num, unit = _split(str(text), what)
         key = unit.lower()
         if key not in _SIZE_UNITS:
-            raise InputError(f"{what}: unknown unit {unit!r} in {text!r} (use B, KiB, MiB, GiB, MB, GB)")
+            raise InputError(
+                f"{what}: unknown unit {unit!r} in {text!r} (use B, KiB, MiB, GiB, MB, GB)"
+            )
         value = num * _SIZE_UNITS[key]
     if value <= 0:
         raise InputError(f"{what}: must be positive, got {text!r}")

@@ -44,7 +44,9 @@ GpusOpt = Annotated[int, typer.Option("--gpus-per-server", "-g", help="GPUs per 
 NicsOpt = Annotated[
     int | None, typer.Option("--nics-per-server", help="NICs per server [default: one per GPU].")
 ]
-NicBwOpt = Annotated[str, typer.Option("--nic-bw", help="Per-NIC bandwidth, e.g. 400Gbps or 50GB/s.")]
+NicBwOpt = Annotated[
+    str, typer.Option("--nic-bw", help="Per-NIC bandwidth, e.g. 400Gbps or 50GB/s.")
+]
 NvlinkBwOpt = Annotated[
     str, typer.Option("--nvlink-bw", help="Per-GPU NVLink bandwidth per direction, e.g. 450GB/s.")
 ]

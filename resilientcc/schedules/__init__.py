@@ -1,6 +1,12 @@
 """Schedule IR, exact executor, generators and exporters (DESIGN.md §5)."""
 
-from resilientcc.schedules.executor import ExecutionResult, Violation, check, execute, topological_order
+from resilientcc.schedules.executor import (
+    ExecutionResult,
+    Violation,
+    check,
+    execute,
+    topological_order,
+)
 from resilientcc.schedules.ir import (
     COPY,
     REDUCE,

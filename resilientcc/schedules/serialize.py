@@ -39,8 +39,16 @@ def schedule_to_dict(s: Schedule) -> dict[str, Any]:
         "meta": dict(s.meta),
         "chunks": [[str(c.offset), str(c.size)] for c in s.chunks],
         "transfers": [
-            [t.id, t.src, t.dst, t.chunk, t.op, list(t.deps), t.channel,
-             list(t.route) if t.route is not None else None]
+            [
+                t.id,
+                t.src,
+                t.dst,
+                t.chunk,
+                t.op,
+                list(t.deps),
+                t.channel,
+                list(t.route) if t.route is not None else None,
+            ]
             for t in s.transfers
         ],
     }
@@ -58,7 +66,7 @@ def _frac(v: Any, where: str) -> Fraction:
             raise ValueError
         return Fraction(v)
     except (ValueError, ZeroDivisionError):
-        raise ScheduleError(f"{where}: expected an exact number (e.g. \"1/4\"), got {v!r}") from None
+        raise ScheduleError(f'{where}: expected an exact number (e.g. "1/4"), got {v!r}') from None
 
 
 def schedule_from_dict(data: Any, where: str = "schedule") -> Schedule:
@@ -78,7 +86,9 @@ def schedule_from_dict(data: Any, where: str = "schedule") -> Schedule:
     for i, c in enumerate(data["chunks"]):
         if not isinstance(c, list) or len(c) != 2:
             raise ScheduleError(f"{where}: chunks[{i}] must be [offset, size]")
-        chunks.append(Chunk(i, _frac(c[0], f"{where}: chunks[{i}]"), _frac(c[1], f"{where}: chunks[{i}]")))
+        chunks.append(
+            Chunk(i, _frac(c[0], f"{where}: chunks[{i}]"), _frac(c[1], f"{where}: chunks[{i}]"))
+        )
     transfers = []
     if not isinstance(data["transfers"], list):
         raise ScheduleError(f"{where}: 'transfers' must be a list")
@@ -89,14 +99,21 @@ def schedule_from_dict(data: Any, where: str = "schedule") -> Schedule:
         if not isinstance(t[5], list):
             raise ScheduleError(f"{w}: deps must be a list")
         route = t[7]
-        if route is not None and (not isinstance(route, list) or not all(isinstance(x, str) for x in route)):
+        if route is not None and (
+            not isinstance(route, list) or not all(isinstance(x, str) for x in route)
+        ):
             raise ScheduleError(f"{w}: route must be null or a list of node names")
         if not isinstance(t[4], str):
             raise ScheduleError(f"{w}: op must be a string")
         transfers.append(
             Transfer(
-                _int(t[0], w), _int(t[1], w), _int(t[2], w), _int(t[3], w), t[4],
-                tuple(_int(d, w) for d in t[5]), _int(t[6], w),
+                _int(t[0], w),
+                _int(t[1], w),
+                _int(t[2], w),
+                _int(t[3], w),
+                t[4],
+                tuple(_int(d, w) for d in t[5]),
+                _int(t[6], w),
                 tuple(route) if route is not None else None,
             )
         )
@@ -130,7 +147,9 @@ def load_schedule(path: str | os.PathLike[str]) -> Schedule:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ScheduleError(f"{p}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        raise ScheduleError(
+            f"{p}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})"
+        ) from None
     return schedule_from_dict(data, str(p))
 
 

@@ -173,10 +173,17 @@ def switch_model(
     nodes.append(Node("switch", SWITCH))
     links: list[Link] = []
     for i in range(n):
-        links.append(Link(f"ep{i}", "switch", _bw(egress[i], f"egress of endpoint {i}"), lat, "network"))
-        links.append(Link("switch", f"ep{i}", _bw(ing[i], f"ingress of endpoint {i}"), lat, "network"))
+        links.append(
+            Link(f"ep{i}", "switch", _bw(egress[i], f"egress of endpoint {i}"), lat, "network")
+        )
+        links.append(
+            Link("switch", f"ep{i}", _bw(ing[i], f"ingress of endpoint {i}"), lat, "network")
+        )
     return Topology(
-        tuple(nodes), tuple(links), name=f"switch model, {n} endpoints", params=(("builder", "switch"),)
+        tuple(nodes),
+        tuple(links),
+        name=f"switch model, {n} endpoints",
+        params=(("builder", "switch"),),
     )
 
 

@@ -58,9 +58,7 @@ def fail_nics(topo: Topology, server: int, nics: int | Iterable[int]) -> Topolog
     names = _server_nics(topo, server)
     if isinstance(nics, int):
         if nics < 0 or nics > len(names):
-            raise TopologyError(
-                f"server {server}: cannot fail {nics} NICs, it has {len(names)}"
-            )
+            raise TopologyError(f"server {server}: cannot fail {nics} NICs, it has {len(names)}")
         idx = list(range(nics))
     else:
         idx = sorted(set(nics))
@@ -74,7 +72,9 @@ def fail_nics(topo: Topology, server: int, nics: int | Iterable[int]) -> Topolog
         if by_local[i].failed:
             raise TopologyError(f"server {server}: NIC {i} is already failed")
         targets.add(by_local[i].name)
-    nodes = tuple(dataclasses.replace(n, failed=True) if n.name in targets else n for n in topo.nodes)
+    nodes = tuple(
+        dataclasses.replace(n, failed=True) if n.name in targets else n for n in topo.nodes
+    )
     links = tuple(lk for lk in topo.links if lk.src not in targets and lk.dst not in targets)
     rec = f"server {server}: NICs {','.join(map(str, idx))} down"
     new = dataclasses.replace(topo, nodes=nodes, links=links, failures=(*topo.failures, rec))
@@ -133,7 +133,9 @@ def parse_fail_spec(spec: str) -> tuple[int, int | tuple[int, ...] | Fraction]:
     """
     m = _FAIL_RE.match(spec)
     if not m:
-        raise InputError(f"--fail {spec!r}: expected SERVER:NICS, e.g. 0:4 or 0:nic1,nic5 or 0:x0.5")
+        raise InputError(
+            f"--fail {spec!r}: expected SERVER:NICS, e.g. 0:4 or 0:nic1,nic5 or 0:x0.5"
+        )
     server = int(m.group(1))
     rest = m.group(2)
     if rest.startswith("x"):

@@ -26,6 +26,7 @@ strings, and read from numbers, rational strings or strings with units
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -62,10 +63,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
             f.write(text)
         os.replace(tmp, p)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 
@@ -119,7 +118,9 @@ def topology_from_dict(data: Any, where: str = "topology") -> Topology:
         raise TopologyError(f"{where}: 'format' is {data.get('format')!r}, expected {FORMAT!r}")
     version = data.get("version", VERSION)
     if version != VERSION:
-        raise TopologyError(f"{where}: unsupported version {version!r} (this build reads {VERSION})")
+        raise TopologyError(
+            f"{where}: unsupported version {version!r} (this build reads {VERSION})"
+        )
     raw_nodes = data.get("nodes")
     raw_links = data.get("links")
     if not isinstance(raw_nodes, list) or not isinstance(raw_links, list):
@@ -142,7 +143,11 @@ def topology_from_dict(data: Any, where: str = "topology") -> Topology:
     links = []
     for i, d in enumerate(raw_links):
         w = f"{where}: links[{i}]"
-        if not isinstance(d, dict) or not isinstance(d.get("src"), str) or not isinstance(d.get("dst"), str):
+        if (
+            not isinstance(d, dict)
+            or not isinstance(d.get("src"), str)
+            or not isinstance(d.get("dst"), str)
+        ):
             raise TopologyError(f"{w}: needs string 'src' and 'dst'")
         if "capacity" not in d:
             raise TopologyError(f"{w}: missing 'capacity'")
@@ -150,14 +155,20 @@ def topology_from_dict(data: Any, where: str = "topology") -> Topology:
         if isinstance(cap_raw, (int, float)) and not isinstance(cap_raw, bool) and cap_raw <= 0:
             raise TopologyError(f"{w}: capacity must be positive, got {cap_raw!r}")
         try:
-            cap = parse_bandwidth(cap_raw if not isinstance(cap_raw, float) else repr(cap_raw), f"{w}: capacity")
+            cap = parse_bandwidth(
+                cap_raw if not isinstance(cap_raw, float) else repr(cap_raw), f"{w}: capacity"
+            )
             lat_raw = d.get("latency", 0)
-            lat = parse_time(lat_raw if not isinstance(lat_raw, float) else repr(lat_raw), f"{w}: latency")
+            lat = parse_time(
+                lat_raw if not isinstance(lat_raw, float) else repr(lat_raw), f"{w}: latency"
+            )
         except TopologyError:
             raise
         except Exception as e:  # InputError from the unit parsers
             raise TopologyError(str(e)) from None
-        links.append(Link(d["src"], d["dst"], Fraction(cap), Fraction(lat), str(d.get("kind", "custom"))))
+        links.append(
+            Link(d["src"], d["dst"], Fraction(cap), Fraction(lat), str(d.get("kind", "custom")))
+        )
     params = data.get("params", {})
     if not isinstance(params, dict):
         raise TopologyError(f"{where}: 'params' must be an object")
@@ -184,7 +195,9 @@ def load_topology(path: str | os.PathLike[str]) -> Topology:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise TopologyError(f"{p}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        raise TopologyError(
+            f"{p}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})"
+        ) from None
     return topology_from_dict(data, str(p))
 
 

@@ -45,7 +45,9 @@ def validate(topo: Topology, where: str = "topology") -> Topology:
     if not ranks:
         raise TopologyError(f"{where}: no GPUs")
     if ranks != list(range(len(ranks))):
-        raise TopologyError(f"{where}: GPU ranks must be 0..{len(ranks) - 1} without gaps or repeats")
+        raise TopologyError(
+            f"{where}: GPU ranks must be 0..{len(ranks) - 1} without gaps or repeats"
+        )
     failed = {n.name for n in topo.nodes if n.failed}
     for i, lk in enumerate(topo.links):
         for end in (lk.src, lk.dst):
@@ -54,7 +56,9 @@ def validate(topo: Topology, where: str = "topology") -> Topology:
                     f"{where}: link {i} ({lk.src} -> {lk.dst}) is dangling: no node {end!r}"
                 )
             if end in failed:
-                raise TopologyError(f"{where}: link {i} ({lk.src} -> {lk.dst}) touches failed node {end!r}")
+                raise TopologyError(
+                    f"{where}: link {i} ({lk.src} -> {lk.dst}) touches failed node {end!r}"
+                )
         if lk.src == lk.dst:
             raise TopologyError(f"{where}: link {i} is a self-loop on {lk.src!r}")
         if lk.capacity <= 0:
