@@ -118,6 +118,10 @@ def parse_size(text: str | int | Fraction, what: str = "size") -> Fraction:
     else:
         num, unit = _split(str(text), what)
         key = unit.lower()
+        if len(unit) >= 2 and unit.endswith("b") and not unit.endswith("ib"):
+            raise InputError(
+                f"{what}: {text!r} is in bits; sizes are in bytes (use {unit[:-1]}B or {unit[:-1]}iB)"
+            )
         if key not in _SIZE_UNITS:
             raise InputError(
                 f"{what}: unknown unit {unit!r} in {text!r} (use B, KiB, MiB, GiB, MB, GB)"
@@ -142,6 +146,8 @@ def parse_bandwidth(text: str | int | Fraction, what: str = "bandwidth") -> Frac
             value = num
         elif key in _BW_UNITS:
             value = num * _BW_UNITS[key]
+            if unit.endswith("b/s") and key.endswith("b/s") and not key.startswith("gib"):
+                value /= 8  # lower-case b: bits per second (Gb/s), not bytes (GB/s)
         else:
             raise InputError(
                 f"{what}: unknown unit {unit!r} in {text!r} (use Gbps, GB/s, MB/s, or bytes/s)"

@@ -72,7 +72,9 @@ def test_swapping_copy_and_reduce_breaks_the_ring(p, data):
     s = mini_ring(p)
     i = data.draw(st.integers(0, len(s.transfers) - 1))
     t = s.transfers[i]
-    flipped = Transfer(t.id, t.src, t.dst, t.chunk, "copy" if t.op == "reduce" else "reduce", t.deps)
+    flipped = Transfer(
+        t.id, t.src, t.dst, t.chunk, "copy" if t.op == "reduce" else "reduce", t.deps
+    )
     ts = list(s.transfers)
     ts[i] = flipped
     assert not execute(Schedule(s.name, p, s.size, s.chunks, tuple(ts))).ok

@@ -87,3 +87,11 @@ def test_formatting():
     assert format_size(2**30) == "1 GiB"
     assert format_time(0.0026843545) == "2.684 ms"
     assert format_time(14e-6) == "14 us"
+
+
+def test_bits_and_bytes_are_distinguished():
+    assert parse_bandwidth("400Gb/s") == parse_bandwidth("400Gbps") == Fraction(50 * 10**9)
+    assert parse_bandwidth("400GB/s") == 8 * parse_bandwidth("400Gb/s")
+    assert parse_bandwidth("100Mb/s") == Fraction(100 * 10**6, 8)
+    with pytest.raises(InputError, match="bits"):
+        parse_size("1Gb")

@@ -159,8 +159,8 @@ def switch_model(
 
     Example:
         >>> t = switch_model([100, 100, 50])
-        >>> [str(lk.capacity) for lk in t.links[:2]]
-        ['100', '100']
+        >>> str(t.links[0].capacity), str(t.links[1].capacity)
+        ('100', '100')
     """
     n = len(egress)
     if n < 1:
