@@ -1,0 +1,96 @@
+"""``rcc verify`` in-process (typer's CliRunner): exit codes 0/1/2/3, text and --json."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from resilientcc.cli.app import app
+from resilientcc.schedules.ir import Transfer
+from resilientcc.schedules.serialize import save_schedule
+from resilientcc.verify.examples import ring_allreduce
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def good(tmp_path: Path) -> Path:
+    path = tmp_path / "ring.json"
+    save_schedule(ring_allreduce(4, 2), path)
+    return path
+
+
+@pytest.fixture()
+def racy(tmp_path: Path) -> Path:
+    s = ring_allreduce(4, 2)
+    ts = list(s.transfers)
+    ts[5] = dataclasses.replace(ts[5], deps=())
+    path = tmp_path / "racy.json"
+    save_schedule(dataclasses.replace(s, transfers=tuple(ts)), path)
+    return path
+
+
+def test_proved_exit_0(good: Path) -> None:
+    r = runner.invoke(app, ["verify", str(good)])
+    assert r.exit_code == 0, r.output
+    assert "proved" in r.output and "lossless" in r.output
+
+
+def test_failover_proved_and_no_dedup_violated(good: Path) -> None:
+    r = runner.invoke(app, ["verify", str(good), "--failover"])
+    assert r.exit_code == 0, r.output
+    assert "failover_lossless" in r.output
+    r = runner.invoke(app, ["verify", str(good), "--failover", "--no-dedup"])
+    assert r.exit_code == 1, r.output
+    assert "counted 2 times" in r.output and "delivered" in r.output and "#" in r.output
+    r = runner.invoke(app, ["verify", str(good), "--failover", "--failures", "2", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["verdict"] == "proved"
+
+
+def test_violated_exit_1_with_json(racy: Path) -> None:
+    r = runner.invoke(app, ["verify", str(racy), "--json"])
+    assert r.exit_code == 1, r.output
+    data = json.loads(r.output)
+    assert data["verdict"] == "violated" and data["property"] == "race_free"
+    assert {"verdict", "property", "counterexample", "seconds"} <= set(data)
+    assert len(data["counterexample"]["transfers"]) == 2
+
+
+def test_lossless_counterexample_text(tmp_path: Path) -> None:
+    s = ring_allreduce(3)
+    ts = (*s.transfers, Transfer(len(s.transfers), 0, 1, 0, "reduce", (len(s.transfers) - 1,)))
+    path = tmp_path / "dup.json"
+    save_schedule(dataclasses.replace(s, transfers=ts), path)
+    r = runner.invoke(app, ["verify", str(path)])
+    assert r.exit_code == 1
+    assert "violated" in r.output
+
+
+def test_unknown_exit_3(good: Path) -> None:
+    r = runner.invoke(app, ["verify", str(good), "--timeout", "0.000000001", "--json"])
+    assert r.exit_code == 3, r.output
+    data = json.loads(r.output)
+    assert data["verdict"] == "unknown" and data["counterexample"] is None
+
+
+@pytest.mark.parametrize(
+    "content", [None, "not json", '{"format": "other"}', '{"format": "resilientcc-schedule"}']
+)
+def test_bad_input_exit_2(tmp_path: Path, content: str | None) -> None:
+    path = tmp_path / "s.json"
+    if content is not None:
+        path.write_text(content)
+    r = runner.invoke(app, ["verify", str(path)])
+    assert r.exit_code == 2
+    assert "error:" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_bad_options_exit_2(good: Path) -> None:
+    assert runner.invoke(app, ["verify", str(good), "--failures", "3"]).exit_code == 2
+    assert runner.invoke(app, ["verify", str(good), "--timeout", "-1"]).exit_code == 2
