@@ -1,3 +1,225 @@
-"""``rcc sim``."""
+"""``rcc sim``: simulate a schedule (a file or a generator) on a cluster, next to the bounds."""
 
 from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from resilientcc.cli.app import app
+from resilientcc.cli.common import (
+    FabricOpt,
+    FailOpt,
+    GpusOpt,
+    NicBwOpt,
+    NicsOpt,
+    NvlinkBwOpt,
+    ServersOpt,
+    SizeOpt,
+    TopologyFileOpt,
+    build_topology,
+    handle_errors,
+    parse_size_option,
+)
+from resilientcc.errors import InputError, ResilientCCError, ScheduleError
+from resilientcc.schedules.ir import Schedule
+from resilientcc.topology.model import Topology
+from resilientcc.units import format_size, format_time, parse_time
+
+__all__ = ["sim", "sim_report"]
+
+
+def _load(path: Path, topo: Topology) -> Schedule:
+    from resilientcc.schedules.serialize import load_schedule
+
+    sched = load_schedule(path)
+    if sched.ranks != topo.num_ranks or (
+        sched.topology is not None and sched.topology != topo.shape_fingerprint
+    ):
+        raise ScheduleError(
+            f"{path}: schedule was made for another topology ({sched.ranks} ranks, fingerprint "
+            f"{sched.topology}; this cluster: {topo.num_ranks} ranks, {topo.shape_fingerprint})"
+        )
+    return sched
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def sim_report(
+    sched: Schedule, topo: Topology, algorithm: str, **sim_options: Any
+) -> dict[str, Any]:
+    """Simulate and put the result next to the bounds: the dictionary ``rcc sim --json`` prints."""
+    from resilientcc.sim import simulate
+
+    res = simulate(sched, topo, **sim_options)
+    size = sched.size
+    lb = ff_ring = ff_lb = None
+    bound_error = None
+    try:
+        from resilientcc.bounds import fault_free_lower_bound, fault_free_ring_time, lower_bound
+
+        lb = float(lower_bound(topo, size).seconds)
+        ff_ring = float(fault_free_ring_time(topo, size))
+        ff_lb = float(fault_free_lower_bound(topo, size).seconds)
+    except (ImportError, ResilientCCError) as e:  # bounds unavailable for this topology
+        bound_error = str(e) or type(e).__name__
+    over_ring = _ratio(res.time_s, ff_ring)
+    over_lb = _ratio(res.time_s, ff_lb)
+    out: dict[str, Any] = {
+        "algorithm": algorithm,
+        "schedule": sched.name,
+        "topology": topo.name,
+        "failures": list(topo.failures),
+        "ranks": sched.ranks,
+        "size_bytes": str(size),
+        "time_s": res.time_s,
+        "latency_s": res.latency_s,
+        "bandwidth_s": res.bandwidth_s,
+        "latency_mode": res.latency_mode,
+        "base_latency_s": res.base_latency_s,
+        "lower_bound_s": lb,
+        "ratio_to_bound": _ratio(res.time_s, lb),
+        "bandwidth_ratio_to_bound": _ratio(res.bandwidth_s, lb),
+        "fault_free_ring_s": ff_ring,
+        "overhead_vs_fault_free_ring": None if over_ring is None else over_ring - 1,
+        "fault_free_lower_bound_s": ff_lb,
+        "overhead_vs_fault_free_bound": None if over_lb is None else over_lb - 1,
+        "num_transfers": res.num_transfers,
+        "num_events": res.num_events,
+        "busiest_links": [
+            {"link": n, "bytes": b, "utilisation": u} for n, b, u in res.busiest_links(3)
+        ],
+    }
+    if bound_error is not None:
+        out["bound_error"] = bound_error
+    out["_result"] = res
+    return out
+
+
+def _print_table(rep: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def t(x: float | None) -> str:
+        return "n/a" if x is None else format_time(x)
+
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{x * 100:+.2f} %"
+
+    def ratio(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.4f}"
+
+    table = Table(title=f"rcc sim: {rep['algorithm']} on {rep['topology']}")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    rows = [
+        ("message size", format_size(Fraction(rep["size_bytes"]))),
+        ("failures", "; ".join(rep["failures"]) or "none"),
+        ("simulated time", t(rep["time_s"])),
+        (f"  latency part ({rep['latency_mode']})", t(rep["latency_s"])),
+        ("  bandwidth part", t(rep["bandwidth_s"])),
+        ("lower bound", t(rep["lower_bound_s"])),
+        ("time / lower bound", ratio(rep["ratio_to_bound"])),
+        ("fault-free ring (2(p-1)/p · M/B)", t(rep["fault_free_ring_s"])),
+        ("overhead vs fault-free ring", pct(rep["overhead_vs_fault_free_ring"])),
+        ("fault-free lower bound", t(rep["fault_free_lower_bound_s"])),
+        ("overhead vs fault-free bound", pct(rep["overhead_vs_fault_free_bound"])),
+        ("transfers / events", f"{rep['num_transfers']} / {rep['num_events']}"),
+    ]
+    for link in rep["busiest_links"][:1]:
+        rows.append(("busiest link (utilisation)", f"{link['link']} ({link['utilisation']:.1%})"))
+    for k, v in rows:
+        table.add_row(k, v)
+    console = Console()
+    console.print(table)
+    if "bound_error" in rep:
+        console.print(f"note: bounds unavailable: {rep['bound_error']}")
+
+
+@app.command("sim")
+@handle_errors
+def sim(
+    schedule: Annotated[
+        str,
+        typer.Argument(
+            help="A schedule JSON file, or an algorithm name: ring, balance, hierarchical, "
+            "r2cc_allreduce, optcc."
+        ),
+    ],
+    size: SizeOpt = "1GiB",
+    servers: ServersOpt = 4,
+    gpus_per_server: GpusOpt = 8,
+    nics_per_server: NicsOpt = None,
+    nic_bw: NicBwOpt = "400Gbps",
+    nvlink_bw: NvlinkBwOpt = "450GB/s",
+    fabric: FabricOpt = "rail",
+    fail: FailOpt = None,
+    topology_file: TopologyFileOpt = None,
+    channels: Annotated[
+        int | None, typer.Option("--channels", help="Ring channels (ring only) [default: NICs].")
+    ] = None,
+    base_latency: Annotated[
+        str, typer.Option("--base-latency", help="Latency added once (NCCL base), e.g. 8.4us.")
+    ] = "8.4us",
+    zero_latency: Annotated[
+        bool, typer.Option("--zero-latency", help="Ignore all latencies (bandwidth only).")
+    ] = False,
+    latency_mode: Annotated[
+        str,
+        typer.Option(
+            "--latency-mode", help="critical-path (one run) or rerun (minus a zero-latency run)."
+        ),
+    ] = "critical-path",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    plot_file: Annotated[
+        Path | None, typer.Option("--plot", help="Write a Gantt + link-utilisation PNG.")
+    ] = None,
+) -> None:
+    """Simulate SCHEDULE (a file or an algorithm) on the cluster, next to the lower bound.
+
+    Example: rcc sim balance -n 8 --fail 0:4 --size 1GiB
+    """
+    mode = latency_mode.replace("-", "_")
+    if plot_file is not None and plot_file.suffix.lower() != ".png":
+        raise InputError(f"--plot: {plot_file} must end in .png")
+    m = parse_size_option(size)
+    base = float(parse_time(base_latency, "--base-latency"))
+    topo = build_topology(
+        servers, gpus_per_server, nics_per_server, nic_bw, nvlink_bw, fabric, fail, topology_file
+    )
+    path = Path(schedule)
+    if path.is_file():
+        sched = _load(path, topo)
+        algorithm = sched.name
+    else:
+        from resilientcc.schedules.generators import get_generator
+
+        gen = get_generator(schedule)
+        opts: dict[str, Any] = {}
+        if channels is not None:
+            if gen.__name__ != "ring":
+                raise InputError("--channels: only the ring generator takes it")
+            opts["channels"] = channels
+        sched = gen(topo, m, **opts)
+        algorithm = schedule
+    rep = sim_report(
+        sched, topo, algorithm, base_latency=base, zero_latency=zero_latency, latency_mode=mode
+    )
+    res = rep.pop("_result")
+    if plot_file is not None:
+        from resilientcc.sim.plot import plot
+
+        plot(res, plot_file)
+    if as_json:
+        typer.echo(json.dumps(rep))
+    else:
+        _print_table(rep)
+        if plot_file is not None:
+            typer.echo(f"plot -> {plot_file}")

@@ -1,3 +1,121 @@
-"""``rcc synth``."""
+"""``rcc synth``: generate a schedule for a cluster and write it (JSON or MSCCL XML)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from resilientcc.cli.app import app
+from resilientcc.cli.common import (
+    FabricOpt,
+    FailOpt,
+    GpusOpt,
+    NicBwOpt,
+    NicsOpt,
+    NvlinkBwOpt,
+    ServersOpt,
+    SizeOpt,
+    TopologyFileOpt,
+    build_topology,
+    die,
+    handle_errors,
+    parse_size_option,
+)
+from resilientcc.errors import InputError
+from resilientcc.schedules.ir import Schedule
+from resilientcc.topology.model import Topology
+
+__all__ = ["EXIT_UNKNOWN", "EXIT_VIOLATED", "synth"]
+
+EXIT_VIOLATED = 1
+EXIT_UNKNOWN = 3
+FORMATS = ("json", "msccl-xml")
+
+
+def _load(path: Path, topo: Topology) -> Schedule:
+    """Read a schedule file and check it belongs to ``topo`` and is an exact AllReduce."""
+    from resilientcc.errors import ScheduleError
+    from resilientcc.schedules.executor import check
+    from resilientcc.schedules.msccl import load_msccl
+    from resilientcc.schedules.serialize import load_schedule
+
+    sched = load_msccl(path) if path.suffix == ".xml" else load_schedule(path)
+    fp = topo.shape_fingerprint
+    if sched.ranks != topo.num_ranks or (sched.topology is not None and sched.topology != fp):
+        raise ScheduleError(
+            f"{path}: schedule was made for another topology ({sched.ranks} ranks, "
+            f"fingerprint {sched.topology}; this cluster: {topo.num_ranks} ranks, {fp})"
+        )
+    return check(sched)
+
+
+@app.command("synth")
+@handle_errors
+def synth(
+    algorithm: Annotated[
+        str,
+        typer.Argument(
+            help="ring, balance, hierarchical, r2cc_allreduce or optcc; or an existing "
+            "schedule file (.json or .xml) to check against the cluster and convert."
+        ),
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="File to write.")],
+    size: SizeOpt = "1GiB",
+    servers: ServersOpt = 2,
+    gpus_per_server: GpusOpt = 8,
+    nics_per_server: NicsOpt = None,
+    nic_bw: NicBwOpt = "400Gbps",
+    nvlink_bw: NvlinkBwOpt = "450GB/s",
+    fabric: FabricOpt = "rail",
+    fail: FailOpt = None,
+    topology_file: TopologyFileOpt = None,
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="json (resilientcc schedule) or msccl-xml.")
+    ] = "json",
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify", help="Prove the schedule with Z3 (exit 1 if violated, 3 if unknown)."
+        ),
+    ] = False,
+) -> None:
+    """Generate ALGORITHM's AllReduce schedule for the cluster and write it to --output.
+
+    Example: rcc synth optcc -n 4 --fail 0:4 --size 1GiB -o optcc.json
+    """
+    from resilientcc.schedules.generators import get_generator
+
+    if fmt not in FORMATS:
+        raise InputError(f"--format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    source = Path(algorithm)
+    from_file = source.suffix in (".json", ".xml")
+    gen = None if from_file else get_generator(algorithm)
+    m = parse_size_option(size)
+    topo = build_topology(
+        servers, gpus_per_server, nics_per_server, nic_bw, nvlink_bw, fabric, fail, topology_file
+    )
+    sched = gen(topo, m) if gen is not None else _load(source, topo)
+    if fmt == "json":
+        from resilientcc.schedules.serialize import save_schedule
+
+        save_schedule(sched, output)
+    else:
+        from resilientcc.schedules.msccl import save_msccl
+
+        save_msccl(sched, output)
+    typer.echo(
+        f"{sched.name}: {sched.ranks} ranks, {len(sched.chunks)} chunks, "
+        f"{len(sched.transfers)} transfers -> {output}"
+    )
+    if verify:
+        from resilientcc.verify import verify as run_verify  # type: ignore[attr-defined]
+
+        rep = run_verify(sched)
+        verdict = getattr(rep, "verdict", "unknown")
+        typer.echo(f"verify: {verdict}")
+        if verdict == "violated":
+            die(f"schedule violates {getattr(rep, 'property', 'a property')}", EXIT_VIOLATED)
+        if verdict != "proved":
+            die("the verifier could not decide (unknown)", EXIT_UNKNOWN)

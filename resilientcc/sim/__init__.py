@@ -1,1 +1,25 @@
-"""Flow-level simulator of schedules on topologies with failures."""
+"""Flow-level simulator of schedules on topologies with failures.
+
+:func:`simulate` runs a :class:`~resilientcc.schedules.ir.Schedule` on a
+:class:`~resilientcc.topology.model.Topology`: transfers become flows that share links
+max-min fairly, connections are FIFO, and each transfer completes one route latency
+after its last byte leaves. It returns a :class:`SimResult` (time, latency part,
+per-link bytes and utilisation, per-transfer timeline). :func:`plot` draws it.
+See ``docs/simulator.md``.
+"""
+
+from resilientcc.sim.flow import DEFAULT_BASE_LATENCY, LATENCY_MODES, maxmin_rates, simulate
+from resilientcc.sim.plot import plot, plot_gantt
+from resilientcc.sim.result import SimResult
+from resilientcc.sim.routing import Router
+
+__all__ = [
+    "DEFAULT_BASE_LATENCY",
+    "LATENCY_MODES",
+    "Router",
+    "SimResult",
+    "maxmin_rates",
+    "plot",
+    "plot_gantt",
+    "simulate",
+]

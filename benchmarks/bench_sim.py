@@ -1,0 +1,100 @@
+"""Simulation wall time vs cluster size (prints a table; no assertions).
+
+Usage: python benchmarks/bench_sim.py [--sizes 32,128,512,1024] [--repeat 3] [--channels 1]
+       python benchmarks/bench_sim.py --validate   # ring/balance vs closed forms (slow)
+
+The ring at p GPUs has 2(p-1)·C·p transfers; with the default C = 1 channel the
+1024-GPU ring is 2.1 M transfers. Generation time is reported separately from the
+simulation time (the median of --repeat runs). OptCC is included when
+``resilientcc.schedules.optcc`` exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import time
+from fractions import Fraction
+
+from resilientcc.schedules.ring import ring
+from resilientcc.sim import simulate
+from resilientcc.topology import fail_nics, hierarchical
+
+M = Fraction(2**30)
+
+
+def _time(fn, repeat: int) -> tuple[float, object]:  # type: ignore[no-untyped-def]
+    out = None
+    walls = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        walls.append(time.perf_counter() - t0)
+    return statistics.median(walls), out
+
+
+def bench(sizes: list[int], repeat: int, channels: int, which: set[str]) -> None:
+    algos = [("ring", lambda t: ring(t, M, check=False, channels=channels))]
+    if "ring" not in which:
+        algos = []
+    if "optcc" in which and importlib.util.find_spec("resilientcc.schedules.optcc") is not None:
+        from resilientcc.schedules.optcc import optcc
+
+        algos.append(("optcc", lambda t: optcc(fail_nics(t, 0, 4), M, check=False)))
+    print(
+        f"{'algo':6} {'GPUs':>5} {'transfers':>10} {'events':>8} {'gen s':>7} {'sim s':>7} {'sim time':>10}"
+    )
+    for p in sizes:
+        base = hierarchical(p // 8, 8)
+        for name, gen in algos:
+            topo = fail_nics(base, 0, 4) if name == "optcc" else base
+            t0 = time.perf_counter()
+            try:
+                sched = gen(base)
+            except Exception as e:  # a generator may not scale to this size
+                print(f"{name:6} {p:5} generation failed: {e}")
+                continue
+            g = time.perf_counter() - t0
+            wall, res = _time(lambda s=sched, tp=topo: simulate(s, tp), repeat)
+            print(
+                f"{name:6} {p:5} {res.num_transfers:10} {res.num_events:8} {g:7.2f} {wall:7.2f} "
+                f"{res.time_s * 1e3:8.3f} ms",
+                flush=True,
+            )
+
+
+def validate() -> None:
+    from resilientcc.schedules.balance import balance
+
+    print(f"{'servers':>7} {'X':>6} {'balance/ff':>10} {'1/(1-X)':>8} {'naive/ff':>9}")
+    for servers in (4, 8, 16):
+        p = 8 * servers
+        ff = 2 * (p - 1) / p * float(M) / (8 * 50e9)
+        for k in (1, 2, 4):
+            topo = fail_nics(hierarchical(servers, 8), 0, k)
+            tb = simulate(balance(topo, M, check=False), topo, zero_latency=True).time_s
+            tn = simulate(ring(topo, M, check=False), topo, zero_latency=True).time_s
+            x = k / 8
+            print(
+                f"{servers:7} {x:6.3f} {tb / ff:10.5f} {1 / (1 - x):8.5f} {tn / ff:9.5f}",
+                flush=True,
+            )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="32,128,512,1024")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--channels", type=int, default=1)
+    ap.add_argument("--algos", default="ring,optcc", help="comma-separated: ring, optcc")
+    ap.add_argument("--validate", action="store_true")
+    a = ap.parse_args()
+    if a.validate:
+        validate()
+    else:
+        bench([int(x) for x in a.sizes.split(",")], a.repeat, a.channels, set(a.algos.split(",")))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""Simulate the flat ring and Balance on a cluster where one server lost a quarter of its NICs."""
+
+from fractions import Fraction
+
+from resilientcc.schedules.balance import balance
+from resilientcc.schedules.ring import ring
+from resilientcc.sim import simulate
+from resilientcc.topology import fail_nics, hierarchical
+
+size = Fraction(2**30)  # 1 GiB
+healthy = hierarchical(2, 8)  # 2 servers x 8 H100, 8 x 400 Gb/s NICs each
+degraded = fail_nics(healthy, 0, 2)  # server 0 loses NICs 0 and 1 (X = 1/4)
+
+ff = simulate(ring(healthy, size), healthy)
+naive = simulate(ring(degraded, size), degraded)  # same ring, dead NICs' channels rerouted by PXN
+bal = simulate(balance(degraded, size), degraded)  # traffic spread over surviving NICs by bandwidth
+
+for name, r in [("fault-free ring", ff), ("naive ring", naive), ("balance", bal)]:
+    print(f"{name:16} {r.time_s * 1e3:7.3f} ms  (latency part {r.latency_s * 1e6:5.1f} us)")
+print("busiest link under balance:", bal.busiest_links(1)[0][0])
+
+assert abs(ff.bandwidth_s - 2 * 15 / 16 * 2**30 / 400e9) < 1e-9 * ff.time_s
+assert naive.time_s > 1.9 * ff.time_s  # a surviving NIC carries two channels
+assert 1.33 < bal.time_s / ff.time_s < 1.37  # about 1/(1 - X)

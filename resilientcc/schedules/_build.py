@@ -1,0 +1,386 @@
+"""Shared machinery for the schedule generators: a builder with automatic race-free deps.
+
+:class:`Builder` collects chunks and transfers written in *program order*: for every
+``(rank, chunk)`` the transfers touching it are added in the order they should take
+effect. The builder then adds the dependencies that make the schedule race-free
+(DESIGN.md §6):
+
+* a transfer reading ``(src, chunk)`` depends on the last transfer that wrote it;
+* a transfer writing ``(dst, chunk)`` depends on the last writer of ``(dst, chunk)``
+  and on every reader of it since that write.
+
+Each transfer also gets an *estimated start time* (``release`` plus the longest
+dependency chain under a rough cost model). The final ids are assigned in order of
+that estimate, so the FIFO order of every connection ``(src, dst, channel)`` follows
+the order in which the data becomes ready, and ids are a topological order of
+``deps`` (so FIFO connections cannot deadlock).
+
+Topology helpers (:func:`server_view`) describe the GPUs, NICs and their health in a
+form the generators share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from resilientcc.errors import ScheduleError
+from resilientcc.schedules import executor
+from resilientcc.schedules.ir import COPY, REDUCE, Schedule, Transfer, chunks_from_sizes
+from resilientcc.topology.model import Topology
+
+__all__ = [
+    "CHECK_CAP_TRANSFERS",
+    "NET_BW",
+    "NET_LAT",
+    "NVL_BW",
+    "NVL_LAT",
+    "Builder",
+    "ServerInfo",
+    "binomial_order",
+    "server_view",
+]
+
+#: generators skip the exact executor check above this many transfers (documented cap).
+CHECK_CAP_TRANSFERS = 2_000_000
+
+# rough cost model used only to order transfers (ids); the simulator is the real clock
+NVL_LAT = 3.4e-6
+NET_LAT = 14e-6
+NVL_BW = 450e9 / 3
+NET_BW = 50e9 / 3
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """One server as the generators see it.
+
+    Attributes:
+        index: server index.
+        ranks: ranks of its GPUs, by local index.
+        nics: number of NICs (failed ones included).
+        alive: indices of alive NICs.
+        nic_gpu: for each NIC index, the local index of the GPU attached to it.
+        gpu_nic: for each local GPU, the index of its NIC.
+        egress: total network egress (bytes/s).
+        ingress: total network ingress (bytes/s).
+        healthy: every NIC alive and at full (the cluster's maximum) capacity.
+    """
+
+    index: int
+    ranks: tuple[int, ...]
+    nics: int
+    alive: tuple[int, ...]
+    nic_gpu: tuple[int, ...]
+    gpu_nic: tuple[int, ...]
+    egress: Fraction
+    ingress: Fraction
+    healthy: bool
+
+    @property
+    def bandwidth(self) -> Fraction:
+        return min(self.egress, self.ingress)
+
+    def rail_rank(self, nic: int) -> int:
+        """Rank of the GPU attached to NIC ``nic``."""
+        return self.ranks[self.nic_gpu[nic]]
+
+
+def server_view(topo: Topology) -> list[ServerInfo]:
+    """Describe each server (GPU ranks, NICs, health) of a topology.
+
+    Works for :func:`~resilientcc.topology.hierarchical` clusters, switch models (one
+    GPU per server, one pseudo-NIC) and loaded topologies.
+    """
+    if topo.num_ranks == 0:
+        raise ScheduleError(f"topology {topo.name!r} has no GPUs")
+    out = []
+    for s in topo.servers:
+        gpus = topo.gpus_of_server[s]
+        ranks = tuple(g.rank if g.rank is not None else -1 for g in gpus)
+        nics = topo.nics_of_server.get(s, ())
+        g_count = len(gpus)
+        if nics:
+            k = len(nics)
+            gpu_nic = tuple(i * k // g_count for i in range(g_count))
+            nic_gpu = tuple(min(i for i in range(g_count) if gpu_nic[i] == c) for c in range(k))
+            alive = tuple(
+                n.local if n.local is not None else i for i, n in enumerate(nics) if not n.failed
+            )
+        else:
+            k = 1
+            gpu_nic = (0,) * g_count
+            nic_gpu = (0,)
+            alive = (0,)
+        eg = topo.server_egress(s)
+        ing = topo.server_ingress(s)
+        if not nics:
+            # switch model: the endpoint's own links
+            name = gpus[0].name
+            eg = sum((topo.links[i].capacity for i in topo.out_links[name]), Fraction(0))
+            ing = sum((topo.links[i].capacity for i in topo.in_links[name]), Fraction(0))
+        out.append(ServerInfo(s, ranks, k, alive, nic_gpu, gpu_nic, eg, ing, False))
+    full = max((sv.bandwidth for sv in out), default=Fraction(0))
+    return [
+        ServerInfo(
+            sv.index,
+            sv.ranks,
+            sv.nics,
+            sv.alive,
+            sv.nic_gpu,
+            sv.gpu_nic,
+            sv.egress,
+            sv.ingress,
+            len(sv.alive) == sv.nics and sv.bandwidth == full,
+        )
+        for sv in out
+    ]
+
+
+def binomial_order(n: int) -> list[tuple[int, int]]:
+    """Edges ``(child, parent)`` of a binomial reduction tree on positions ``0..n-1``.
+
+    Listed in step order (leaves first); position 0 is the root. Depth ``ceil(log2 n)``.
+
+    >>> binomial_order(4)
+    [(1, 0), (3, 2), (2, 0)]
+    """
+    edges = []
+    step = 1
+    while step < n:
+        for i in range(step, n, 2 * step):
+            edges.append((i, i - step))
+        step *= 2
+    return edges
+
+
+class Builder:
+    """Accumulates chunks and transfers in program order; see the module docs."""
+
+    def __init__(self, name: str, ranks: int) -> None:
+        self.name = name
+        self.ranks = ranks
+        self.chunk_sizes: list[Fraction] = []
+        self._src: list[int] = []
+        self._dst: list[int] = []
+        self._chunk: list[int] = []
+        self._op: list[str] = []
+        self._deps: list[tuple[int, ...]] = []
+        self._channel: list[int] = []
+        self._est: list[float] = []
+        self._rel: list[float] = []
+        #: order ids by ``release`` (a logical time) instead of the estimated start
+        self.order_by_release = False
+        self._end: list[float] = []
+        self._last_write: dict[tuple[int, int], int] = {}
+        self._readers: dict[tuple[int, int], list[int]] = {}
+
+    # ----- chunks
+    def chunk(self, size: Fraction) -> int:
+        """Append a chunk of ``size`` (fraction of the buffer); returns its index."""
+        if size <= 0:
+            raise ScheduleError(f"{self.name}: chunk of size {size}")
+        self.chunk_sizes.append(Fraction(size))
+        return len(self.chunk_sizes) - 1
+
+    # ----- transfers
+    def add(
+        self,
+        src: int,
+        dst: int,
+        chunk: int,
+        op: str = REDUCE,
+        channel: int = 0,
+        *,
+        net: bool = False,
+        deps: Iterable[int] = (),
+        release: float = 0.0,
+        nbytes: float = 0.0,
+    ) -> int:
+        """Add a transfer (program order); returns its provisional id.
+
+        Args:
+            net: crosses the network (only for the ordering estimate).
+            deps: extra happens-before edges (the race-free ones are added automatically).
+            release: earliest estimated start (pipelining order).
+            nbytes: bytes moved (only for the ordering estimate).
+        """
+        if src == dst:
+            raise ScheduleError(f"{self.name}: transfer from rank {src} to itself")
+        tid = len(self._src)
+        rkey = (src, chunk)
+        wkey = (dst, chunk)
+        dd: set[int] = set(deps)
+        w = self._last_write.get(rkey)
+        if w is not None:
+            dd.add(w)
+        w2 = self._last_write.get(wkey)
+        if w2 is not None:
+            dd.add(w2)
+        dd.update(self._readers.get(wkey, ()))
+        dd.discard(tid)
+        est = release
+        for d in dd:
+            if self._end[d] > est:
+                est = self._end[d]
+        dur = (NET_LAT + nbytes / NET_BW) if net else (NVL_LAT + nbytes / NVL_BW)
+        self._src.append(src)
+        self._dst.append(dst)
+        self._chunk.append(chunk)
+        self._op.append(op)
+        self._deps.append(tuple(sorted(dd)))
+        self._channel.append(channel)
+        self._est.append(est)
+        self._rel.append(release)
+        self._end.append(est + dur)
+        self._readers.setdefault(rkey, []).append(tid)
+        self._last_write[wkey] = tid
+        self._readers[wkey] = []
+        return tid
+
+    def end_time(self, tid: int) -> float:
+        return self._end[tid]
+
+    @property
+    def num_transfers(self) -> int:
+        return len(self._src)
+
+    def build(
+        self,
+        size: Fraction,
+        *,
+        topology: str | None,
+        meta: Sequence[tuple[str, str]] = (),
+        check: bool = True,
+    ) -> Schedule:
+        """Freeze into a :class:`Schedule`, ids sorted by estimated start; optionally check it."""
+        if self.order_by_release:
+            order = sorted(range(len(self._src)), key=lambda i: (self._rel[i], i))
+        else:
+            order = sorted(range(len(self._src)), key=lambda i: (self._est[i], i))
+        new_id = {old: new for new, old in enumerate(order)}
+        transfers = tuple(
+            Transfer(
+                new_id[i],
+                self._src[i],
+                self._dst[i],
+                self._chunk[i],
+                self._op[i],
+                tuple(sorted(new_id[d] for d in self._deps[i])),
+                self._channel[i],
+            )
+            for i in order
+        )
+        sched = Schedule(
+            name=self.name,
+            ranks=self.ranks,
+            size=Fraction(size),
+            chunks=chunks_from_sizes(self.chunk_sizes),
+            transfers=transfers,
+            topology=topology,
+            meta=tuple(meta),
+        )
+        sched.check_structure()
+        if check and len(transfers) <= CHECK_CAP_TRANSFERS:
+            executor.check(sched)
+        return sched
+
+    # ----- composite patterns
+    def tree_reduce(
+        self,
+        nodes: Sequence[int],
+        chunk: int,
+        *,
+        channel: int = 0,
+        release: float = 0.0,
+        nbytes: float = 0.0,
+        before_send: Mapping[int, Sequence[tuple[int, int, bool]]] | None = None,
+        gate: Sequence[int] = (),
+    ) -> int | None:
+        """Binomial-tree reduce of ``chunk`` over ranks ``nodes`` into ``nodes[0]``.
+
+        Returns the id of the last reduction into the root (``None`` for one node).
+        ``gate``: extra deps of every tree edge (a window that keeps pipelining ordered).
+
+        ``before_send[rank]`` lists ``(src, channel, net)`` reductions into ``rank`` (network
+        arrivals); they are ordered before every tree reduction, so they wait for nothing
+        on this server, and the tree waits for them.
+        """
+        # network arrivals first: they depend on nothing local, so senders can stream
+        for r, items in (before_send or {}).items():
+            for src, ch, net in items:
+                self.add(src, r, chunk, REDUCE, ch, net=net, release=release, nbytes=nbytes)
+        # binomial order: a node's children send before it does
+        last = None
+        for c, p in binomial_order(len(nodes)):
+            last = self.add(
+                nodes[c],
+                nodes[p],
+                chunk,
+                REDUCE,
+                channel,
+                release=release,
+                nbytes=nbytes,
+                deps=gate,
+            )
+        return last
+
+    def tree_bcast(
+        self,
+        nodes: Sequence[int],
+        chunk: int,
+        *,
+        channel: int = 0,
+        release: float = 0.0,
+        nbytes: float = 0.0,
+        flat: bool = True,
+    ) -> None:
+        """Broadcast ``chunk`` from ``nodes[0]`` to the others (copies).
+
+        ``flat``: the root copies to everyone (depth 1); else a binomial tree (depth log2).
+        """
+        if flat:
+            for r in nodes[1:]:
+                self.add(nodes[0], r, chunk, COPY, channel, release=release, nbytes=nbytes)
+            return
+        for c, p in reversed(binomial_order(len(nodes))):
+            self.add(nodes[p], nodes[c], chunk, COPY, channel, release=release, nbytes=nbytes)
+
+    def ring_allreduce(
+        self,
+        ring: Sequence[int],
+        chunks: Sequence[int],
+        channel_of: dict[tuple[int, int], int] | None = None,
+        *,
+        net_of: dict[tuple[int, int], bool] | None = None,
+        release: float = 0.0,
+        nbytes: float = 0.0,
+    ) -> None:
+        """Ring AllReduce (reduce-scatter then all-gather) of ``chunks`` over ``ring``.
+
+        ``len(chunks)`` must equal ``len(ring)``. ``channel_of[(a, b)]`` names the channel
+        of hop ``a -> b``, ``net_of[(a, b)]`` whether it crosses the network.
+        """
+        n = len(ring)
+        if n == 1:
+            return
+        if len(chunks) != n:
+            raise ScheduleError(f"{self.name}: ring of {n} ranks needs {n} chunks")
+        ch = channel_of or {}
+        nt = net_of or {}
+        for step in range(2 * (n - 1)):
+            op = REDUCE if step < n - 1 else COPY
+            for j in range(n):
+                a, b = ring[j], ring[(j + 1) % n]
+                c = chunks[(j - step) % n]
+                self.add(
+                    a,
+                    b,
+                    c,
+                    op,
+                    ch.get((a, b), 0),
+                    net=nt.get((a, b), False),
+                    release=release,
+                    nbytes=nbytes,
+                )

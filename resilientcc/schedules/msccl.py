@@ -1,0 +1,476 @@
+"""Export schedules to MSCCL XML (as NCCL's MSCCL executor reads it) and import them back.
+
+Format written (one ``<algo>``, in-place AllReduce on the input buffer ``i``)::
+
+    <algo name="optcc" proto="Simple" nchannels="8" nchunksperloop="48" ngpus="16"
+          coll="allreduce" inplace="1" outofplace="0" minBytes="0" maxBytes="0" ...>
+      <gpu id="0" i_chunks="48" o_chunks="48" s_chunks="0">
+        <tb id="0" send="1" recv="7" chan="0">
+          <step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="6"
+                depid="-1" deps="-1" hasdep="0" .../>
+
+Mapping:
+
+* **Chunks.** MSCCL cuts the buffer into ``nchunksperloop`` equal chunks. A schedule's
+  exact :class:`~fractions.Fraction` chunks become whole runs of those: ``L`` = the least
+  common multiple of the denominators of every chunk offset and size, so chunk ``c``
+  covers ``[offset·L, (offset+size)·L)``. A run longer than the executor's ``count``
+  limit is sent as several consecutive steps.
+* **Transfers.** Each transfer becomes a send step (``type="s"``) on its source GPU and a
+  receive step on its destination GPU: ``"r"`` for a copy, ``"rrc"`` (receive, reduce,
+  copy) for a reduction.
+* **Threadblocks.** A threadblock has at most one send peer and one receive peer and one
+  channel; connections ``(src, dst, channel)`` map to one threadblock queue each, so the
+  FIFO order of the IR is the step order. Steps run in transfer-id order, which is a
+  topological order of the dependencies, so the threadblocks cannot deadlock.
+* **Dependencies.** MSCCL steps depend on one step of another threadblock of the same
+  GPU (``depid``/``deps``); a dependency is kept when the two transfers share a GPU,
+  extra ones become ``nop`` steps. Dependencies between transfers on disjoint GPUs are
+  implied transitively in the schedules resilientcc generates.
+* **Round trip.** Attributes prefixed ``rcc_`` (ignored by the executor) carry what MSCCL
+  cannot express (transfer ids, all deps, the exact size, the topology fingerprint and
+  the metadata), so :func:`from_msccl_xml` rebuilds an identical :class:`Schedule`.
+
+Limits (NCCL-MSCCL ``msccl_struct.h`` / ``msccl_parser.h``): at most
+``MSCCL_MAX_NUM_STEPS`` = 256 steps per threadblock, 32 threadblocks per channel,
+``MAXCHANNELS`` = 32 channels, ``MSCCL_MAX_COUNT`` = 72 chunks per step, attribute
+values of at most 255 characters and 16 attributes per element. :class:`MscclLimits`
+holds them; violating one raises :class:`~resilientcc.errors.ExportError`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+from resilientcc.errors import ExportError, ScheduleError
+from resilientcc.schedules.ir import COPY, REDUCE, Chunk, Schedule, Transfer
+from resilientcc.topology.io import atomic_write_text
+
+__all__ = ["MscclLimits", "from_msccl_xml", "load_msccl", "save_msccl", "to_msccl_xml"]
+
+
+@dataclass(frozen=True)
+class MscclLimits:
+    """The MSCCL executor's limits (defaults: NCCL-MSCCL's ``msccl_struct.h``)."""
+
+    max_steps_per_tb: int = 256
+    max_tbs_per_channel: int = 32
+    max_channels: int = 32
+    max_count: int = 72
+    max_chunks_per_loop: int = 1 << 16
+    max_attr_len: int = 255
+    max_attrs: int = 16
+
+
+_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:;/=+ ")
+
+
+def _attr(value: str, what: str, limits: MscclLimits) -> str:
+    if len(value) > limits.max_attr_len:
+        raise ExportError(
+            f"MSCCL export: {what} needs {len(value)} characters, the parser allows "
+            f"{limits.max_attr_len}"
+        )
+    bad = sorted({ch for ch in value if ch not in _SAFE})
+    if bad:
+        raise ExportError(f"MSCCL export: {what} contains characters MSCCL cannot hold: {bad}")
+    return value
+
+
+def _units(schedule: Schedule, limits: MscclLimits) -> int:
+    den = 1
+    for c in schedule.chunks:
+        den = math.lcm(den, c.offset.denominator, c.size.denominator)
+        if den > limits.max_chunks_per_loop:
+            raise ExportError(
+                f"MSCCL export: the chunk sizes need more than {limits.max_chunks_per_loop} "
+                "equal MSCCL chunks (least common multiple of their denominators); use a "
+                "schedule with simpler splits"
+            )
+    return den
+
+
+def to_msccl_xml(
+    schedule: Schedule,
+    *,
+    limits: MscclLimits | None = None,
+    proto: str = "Simple",
+    roundtrip: bool = True,
+) -> str:
+    """The MSCCL XML of ``schedule`` (see the module docs).
+
+    Args:
+        schedule: an AllReduce schedule.
+        limits: executor limits to enforce.
+        proto: MSCCL protocol attribute (``Simple``, ``LL128`` or ``LL``).
+        roundtrip: add the ``rcc_*`` attributes that make :func:`from_msccl_xml` exact.
+
+    Raises:
+        ExportError: a limit of the executor is exceeded.
+
+    Example:
+        >>> from resilientcc.schedules.ir import Transfer, uniform_chunks
+        >>> ts = (Transfer(0, 0, 1, 0, "reduce"), Transfer(1, 1, 0, 0, "copy", deps=(0,)))
+        >>> xml = to_msccl_xml(Schedule("pair", 2, Fraction(8), uniform_chunks(1), ts))
+        >>> xml.splitlines()[0][:40]
+        '<algo name="pair" proto="Simple" nchanne'
+    """
+    lim = limits or MscclLimits()
+    if schedule.collective != "allreduce":
+        raise ExportError(f"MSCCL export: only allreduce is supported, not {schedule.collective!r}")
+    schedule.check_structure()
+    big_l = _units(schedule, lim)
+    channels = sorted({t.channel for t in schedule.transfers}) or [0]
+    if len(channels) > lim.max_channels or channels[-1] >= lim.max_channels:
+        raise ExportError(
+            f"MSCCL export: channels {channels[0]}..{channels[-1]} exceed the executor's "
+            f"{lim.max_channels} channels"
+        )
+    by_id = schedule.by_id
+    # queues: (gpu, channel, "send"|"recv", peer) -> transfer ids in id order
+    send_q: dict[tuple[int, int], dict[int, list[int]]] = {}
+    recv_q: dict[tuple[int, int], dict[int, list[int]]] = {}
+    for t in sorted(schedule.transfers, key=lambda t: t.id):
+        send_q.setdefault((t.src, t.channel), {}).setdefault(t.dst, []).append(t.id)
+        recv_q.setdefault((t.dst, t.channel), {}).setdefault(t.src, []).append(t.id)
+    # threadblocks: pair one send peer with one recv peer per (gpu, channel)
+    tbs: dict[int, list[tuple[int, int, int]]] = {g: [] for g in range(schedule.ranks)}
+    step_owner: dict[tuple[int, str], tuple[int, int]] = {}  # (tid, "s"/"r") -> (gpu, tb)
+    tb_ids: list[list[int]] = []  # ordered transfer-step keys per (gpu, tb)
+    tb_meta: dict[tuple[int, int], tuple[int, int, int]] = {}
+    for g in range(schedule.ranks):
+        for ch in channels:
+            sends = sorted(send_q.get((g, ch), {}).items())
+            recvs = sorted(recv_q.get((g, ch), {}).items())
+            n = max(len(sends), len(recvs))
+            if n > lim.max_tbs_per_channel:
+                raise ExportError(
+                    f"MSCCL export: GPU {g} needs {n} threadblocks on channel {ch}, the "
+                    f"executor allows {lim.max_tbs_per_channel}"
+                )
+            for i in range(n):
+                sp, sids = sends[i] if i < len(sends) else (-1, [])
+                rp, rids = recvs[i] if i < len(recvs) else (-1, [])
+                tb = len(tbs[g])
+                tbs[g].append((sp, rp, ch))
+                tb_meta[(g, tb)] = (sp, rp, ch)
+                for tid in sids:
+                    step_owner[(tid, "s")] = (g, tb)
+                for tid in rids:
+                    step_owner[(tid, "r")] = (g, tb)
+    del tb_ids
+
+    def units_of(t: Transfer) -> tuple[int, int]:
+        c = schedule.chunks[t.chunk]
+        return int(c.offset * big_l), int(c.size * big_l)
+
+    # build the step lists per (gpu, tb) in id order, with deps resolved to steps
+    steps: dict[tuple[int, int], list[dict[str, str]]] = {k: [] for k in tb_meta}
+    first_step: dict[tuple[int, str], tuple[int, int, int]] = {}  # -> (gpu, tb, index)
+    last_step: dict[tuple[int, str], tuple[int, int, int]] = {}
+    hasdep: set[tuple[int, int, int]] = set()
+    events = sorted(
+        [(t.id, 0) for t in schedule.transfers] + [(t.id, 1) for t in schedule.transfers]
+    )
+    for tid, side in events:
+        t = by_id[tid]
+        kind = "s" if side == 0 else "r"
+        g, tb = step_owner[(tid, kind)]
+        off, cnt = units_of(t)
+        # local dependencies of this step
+        local: list[tuple[int, int, int]] = []
+        for d in t.deps:
+            dt = by_id[d]
+            for dk, dg in (("r", dt.dst), ("s", dt.src)):
+                if dg == g:
+                    pos = last_step[(d, dk)]
+                    if pos[1] != tb:
+                        local.append(pos)
+                    break
+        lst = steps[(g, tb)]
+        for pos in local[:-1] if local else []:
+            lst.append({"type": "nop", "depid": str(pos[1]), "deps": str(pos[2])})
+            hasdep.add(pos)
+        dep = local[-1] if local else None
+        if dep is not None:
+            hasdep.add(dep)
+        pieces = max(1, -(-cnt // lim.max_count))
+        for k in range(pieces):
+            lo = off + cnt * k // pieces
+            hi = off + cnt * (k + 1) // pieces
+            st: dict[str, str] = {
+                "type": ("s" if kind == "s" else ("rrc" if t.op == REDUCE else "r")),
+                "srcbuf": "i",
+                "srcoff": str(lo),
+                "dstbuf": "i",
+                "dstoff": str(lo),
+                "cnt": str(hi - lo),
+                "depid": str(dep[1]) if (dep is not None and k == 0) else "-1",
+                "deps": str(dep[2]) if (dep is not None and k == 0) else "-1",
+            }
+            if roundtrip:
+                st["rcc_t"] = str(tid)
+                st["rcc_c"] = str(t.chunk)
+                if kind == "r":
+                    st["rcc_d"] = _attr(",".join(map(str, t.deps)), f"deps of transfer {tid}", lim)
+                if kind == "s" and t.route is not None:
+                    st["rcc_r"] = _attr(" ".join(t.route), f"route of transfer {tid}", lim)
+            lst.append(st)
+            if k == 0:
+                first_step[(tid, kind)] = (g, tb, len(lst) - 1)
+        last_step[(tid, kind)] = (g, tb, len(lst) - 1)
+        if len(lst) > lim.max_steps_per_tb:
+            raise ExportError(
+                f"MSCCL export: GPU {g} threadblock {tb} needs more than "
+                f"{lim.max_steps_per_tb} steps (the executor's limit); use fewer chunks"
+            )
+    algo = ET.Element(
+        "algo",
+        {
+            "name": _attr(schedule.name, "name", lim),
+            "proto": proto,
+            "nchannels": str(channels[-1] + 1),
+            "nchunksperloop": str(big_l),
+            "ngpus": str(schedule.ranks),
+            "coll": "allreduce",
+            "inplace": "1",
+            "outofplace": "0",
+            "minBytes": "0",
+            "maxBytes": "0",
+        },
+    )
+    if roundtrip:
+        algo.set("rcc_size", _attr(str(schedule.size), "size", lim))
+        if schedule.topology is not None:
+            algo.set("rcc_topology", _attr(schedule.topology, "topology", lim))
+        bounds = ",".join(str(int(c.offset * big_l)) for c in schedule.chunks)
+        if len(bounds) <= lim.max_attr_len:
+            algo.set("rcc_chunks", bounds)
+        meta = ";".join(f"{k}={v}" for k, v in schedule.meta)
+        parts = [meta[i : i + lim.max_attr_len] for i in range(0, len(meta), lim.max_attr_len)]
+        for i, part in enumerate(parts):
+            algo.set(f"rcc_meta{i}", _attr(part, "metadata", lim))
+        if len(algo.attrib) > lim.max_attrs:
+            raise ExportError(
+                f"MSCCL export: the metadata needs {len(algo.attrib)} attributes on <algo>, "
+                f"the parser allows {lim.max_attrs}; export with roundtrip=False"
+            )
+    for g in range(schedule.ranks):
+        gpu = ET.SubElement(
+            algo,
+            "gpu",
+            {"id": str(g), "i_chunks": str(big_l), "o_chunks": str(big_l), "s_chunks": "0"},
+        )
+        for tb, (sp, rp, ch) in enumerate(tbs[g]):
+            tbe = ET.SubElement(
+                gpu, "tb", {"id": str(tb), "send": str(sp), "recv": str(rp), "chan": str(ch)}
+            )
+            for i, st in enumerate(steps[(g, tb)]):
+                attrs = {"s": str(i), **st}
+                attrs.setdefault("srcbuf", "i")
+                attrs.setdefault("srcoff", "-1")
+                attrs.setdefault("dstbuf", "i")
+                attrs.setdefault("dstoff", "-1")
+                attrs.setdefault("cnt", "0")
+                attrs["hasdep"] = "1" if (g, tb, i) in hasdep else "0"
+                order = [
+                    "s",
+                    "type",
+                    "srcbuf",
+                    "srcoff",
+                    "dstbuf",
+                    "dstoff",
+                    "cnt",
+                    "depid",
+                    "deps",
+                    "hasdep",
+                ]
+                ordered = {k: attrs[k] for k in order}
+                ordered.update({k: v for k, v in attrs.items() if k not in ordered})
+                ET.SubElement(tbe, "step", ordered)
+    ET.indent(algo, space="  ")
+    return ET.tostring(algo, encoding="unicode") + "\n"
+
+
+def _int(el: ET.Element, key: str, where: str) -> int:
+    v = el.get(key)
+    try:
+        return int(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ScheduleError(f"{where}: attribute {key!r} must be an integer, got {v!r}") from None
+
+
+def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
+    """Parse MSCCL XML back into a :class:`Schedule`.
+
+    Files written by :func:`to_msccl_xml` come back identical. Other MSCCL files are
+    read best-effort: sends and receives are matched in FIFO order per connection,
+    dependencies come from ``depid``/``deps`` and threadblock order, and chunks are the
+    ``nchunksperloop`` equal chunks.
+
+    Raises:
+        ScheduleError: malformed XML or an inconsistent program.
+    """
+    try:
+        algo = ET.fromstring(text)
+    except ET.ParseError as e:
+        raise ScheduleError(f"{where}: not valid XML ({e})") from None
+    if algo.tag != "algo":
+        raise ScheduleError(f"{where}: top element is <{algo.tag}>, expected <algo>")
+    if algo.get("coll", "allreduce") != "allreduce":
+        raise ScheduleError(f"{where}: only allreduce is supported, not {algo.get('coll')!r}")
+    ngpus = _int(algo, "ngpus", where)
+    big_l = _int(algo, "nchunksperloop", where)
+    if big_l < 1:
+        raise ScheduleError(f"{where}: nchunksperloop must be positive")
+    # tid -> (src, dst, channel, chunk, route) / (src, dst, channel, op, deps)
+    sends: dict[int, tuple[int, int, int, int, tuple[str, ...] | None]] = {}
+    recvs: dict[int, tuple[int, int, int, str, tuple[int, ...]]] = {}
+    ranges: set[int] = {0, big_l}
+    foreign = algo.get("rcc_size") is None
+    fifo_s: dict[tuple[int, int, int], list[tuple[int, int, int, int]]] = {}
+    fifo_r: dict[tuple[int, int, int], list[tuple[int, int, int, int, str]]] = {}
+    step_key: dict[tuple[int, int, int], int] = {}
+    for gpu in algo.findall("gpu"):
+        g = _int(gpu, "id", where)
+        for tb in gpu.findall("tb"):
+            tbid = _int(tb, "id", f"{where}: gpu {g}")
+            sp = _int(tb, "send", f"{where}: gpu {g} tb {tbid}")
+            rp = _int(tb, "recv", f"{where}: gpu {g} tb {tbid}")
+            ch = _int(tb, "chan", f"{where}: gpu {g} tb {tbid}")
+            for st in tb.findall("step"):
+                w = f"{where}: gpu {g} tb {tbid} step {st.get('s')}"
+                kind = st.get("type", "")
+                if kind == "nop":
+                    continue
+                if kind not in ("s", "r", "rrc"):
+                    raise ScheduleError(f"{w}: step type {kind!r} is not supported on import")
+                off, cnt = _int(st, "srcoff", w), _int(st, "cnt", w)
+                ranges.update((off, off + cnt))
+                si = _int(st, "s", w)
+                if foreign:
+                    if kind == "s":
+                        fifo_s.setdefault((g, sp, ch), []).append((off, cnt, tbid, si))
+                    else:
+                        fifo_r.setdefault((rp, g, ch), []).append((off, cnt, tbid, si, kind))
+                    continue
+                tid = _int(st, "rcc_t", w)
+                if tid in (sends if kind == "s" else recvs):  # a later piece of a split transfer
+                    continue
+                if kind == "s":
+                    route = st.get("rcc_r")
+                    sends[tid] = (
+                        g,
+                        sp,
+                        ch,
+                        _int(st, "rcc_c", w),
+                        tuple(route.split(" ")) if route else None,
+                    )
+                else:
+                    d = st.get("rcc_d", "")
+                    try:
+                        deps = tuple(int(x) for x in d.split(",") if x != "")
+                    except ValueError:
+                        raise ScheduleError(f"{w}: bad rcc_d {d!r}") from None
+                    recvs[tid] = (rp, g, ch, COPY if kind == "r" else REDUCE, deps)
+                step_key[(g, tbid, si)] = tid
+    if foreign:
+        return _foreign(algo, ngpus, big_l, fifo_s, fifo_r, where)
+    size = Fraction(algo.get("rcc_size", "0"))
+    bounds_attr = algo.get("rcc_chunks")
+    if bounds_attr:
+        starts = [int(x) for x in bounds_attr.split(",")]
+        cuts = [*starts, big_l]
+    else:
+        cuts = sorted(ranges)
+    chunks = tuple(
+        Chunk(i, Fraction(a, big_l), Fraction(b - a, big_l))
+        for i, (a, b) in enumerate(itertools.pairwise(cuts))
+    )
+    if set(sends) != set(recvs):
+        raise ScheduleError(
+            f"{where}: sends and receives do not match (transfers {sorted(set(sends) ^ set(recvs))[:5]})"
+        )
+    transfers = []
+    for tid in sorted(sends):
+        src, dst, ch, chunk, path = sends[tid]
+        rsrc, rdst, _, op, deps = recvs[tid]
+        if (src, dst) != (rsrc, rdst):
+            raise ScheduleError(f"{where}: transfer {tid}: send and receive peers disagree")
+        transfers.append(Transfer(tid, src, dst, chunk, op, deps, ch, path))
+    meta_text = "".join(algo.get(f"rcc_meta{i}", "") for i in range(16))
+    meta = tuple(
+        (kv.split("=", 1)[0], kv.split("=", 1)[1]) for kv in meta_text.split(";") if "=" in kv
+    )
+    sched = Schedule(
+        name=algo.get("name", "msccl"),
+        ranks=ngpus,
+        size=size,
+        chunks=chunks,
+        transfers=tuple(transfers),
+        topology=algo.get("rcc_topology"),
+        meta=meta,
+    )
+    try:
+        return sched.check_structure()
+    except ScheduleError as e:
+        raise ScheduleError(f"{where}: {e}") from None
+
+
+def _foreign(
+    algo: ET.Element,
+    ngpus: int,
+    big_l: int,
+    fifo_s: dict[tuple[int, int, int], list[tuple[int, int, int, int]]],
+    fifo_r: dict[tuple[int, int, int], list[tuple[int, int, int, int, str]]],
+    where: str,
+) -> Schedule:
+    """Best-effort import of an MSCCL file without resilientcc attributes."""
+    from resilientcc.schedules.ir import uniform_chunks
+
+    transfers: list[tuple[int, int, int, int, int, str, int, int, int]] = []
+    for key, ss in fifo_s.items():
+        rr = fifo_r.get(key, [])
+        if len(rr) != len(ss):
+            raise ScheduleError(
+                f"{where}: connection {key}: {len(ss)} sends but {len(rr)} receives"
+            )
+        for (off, cnt, stb, ssi), (_, _, rtb, rsi, kind) in zip(ss, rr, strict=True):
+            if cnt != 1:
+                raise ScheduleError(f"{where}: multi-chunk steps are not supported on import")
+            transfers.append((min(ssi, rsi), key[0], key[1], off, key[2], kind, stb, rtb, rsi))
+    transfers.sort()
+    out = []
+    last_in_tb: dict[tuple[int, int], int] = {}
+    for i, (_, src, dst, off, ch, kind, stb, rtb, _) in enumerate(transfers):
+        deps = {last_in_tb[k] for k in ((src, stb), (dst, rtb)) if k in last_in_tb}
+        out.append(
+            Transfer(i, src, dst, off, COPY if kind == "r" else REDUCE, tuple(sorted(deps)), ch)
+        )
+        last_in_tb[(src, stb)] = i
+        last_in_tb[(dst, rtb)] = i
+    sched = Schedule(
+        algo.get("name", "msccl"), ngpus, Fraction(big_l), uniform_chunks(big_l), tuple(out)
+    )
+    return sched.check_structure()
+
+
+def save_msccl(schedule: Schedule, path: str | os.PathLike[str], **kwargs: object) -> None:
+    """Write ``schedule`` as MSCCL XML, atomically."""
+    atomic_write_text(path, to_msccl_xml(schedule, **kwargs))  # type: ignore[arg-type]
+
+
+def load_msccl(path: str | os.PathLike[str]) -> Schedule:
+    """Read an MSCCL XML file (see :func:`from_msccl_xml`)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ScheduleError(f"{p}: cannot read ({e.strerror or e})") from None
+    return from_msccl_xml(text, str(p))

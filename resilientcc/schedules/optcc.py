@@ -1,0 +1,484 @@
+"""OptCC: a pipelined, bandwidth-aware AllReduce around degraded servers.
+
+Designed from the lower bound (DESIGN.md §4). With one straggler at ``β·B`` among ``N``
+servers of egress ``B``, ``T_LB = M/B · max(1/β, 2(N−1)/(N−1+β))``. The schedule is a
+*direct* (one network hop each way) reduce-scatter + all-gather whose shard sizes are
+chosen so that every server's network time is equal:
+
+* the buffer is cut into ``pieces`` pipeline pieces; each piece is split among the
+  servers, server ``t`` owning a share ``w_t`` (``Σ w_t = 1``);
+* per piece and shard, the four stages are
+
+  1. **scatter / intra-server reduce** — on every server ``s ≠ t`` the GPUs reduce
+     the shard over NVLink (binomial tree) into the GPU whose NIC carries it to ``t``;
+  2. **network reduce** — that GPU sends the server's partial sum straight to ``t``
+     (one network hop), where it is reduced into a GPU of ``t``; ``t`` then reduces its
+     GPUs (tree, the remote partials included) into the shard's owner GPU;
+  3. **all-gather inside** ``t`` — the owner copies the result to its server's GPUs;
+  4. **return** — the GPU of ``t`` on the same rail sends the result back to ``s``
+     (one hop), which copies it to its GPUs (NVLink).
+
+Server ``s`` sends ``(1 − w_s)·M`` of partial sums and ``(N−1)·w_s·M`` of results, and
+receives as much, so its network time is ``M·(1 + (N−2)·w_s)/B_s``. Equalising these
+times (water-filling) gives ``Σ_s (1 + (N−2) w_s) = 2(N−1)``: the schedule moves exactly the
+``2(N−1)·M`` bytes the bound says are necessary, spread in proportion to bandwidth, so its
+bandwidth time equals the bound ``2(N−1)M/Σ B_s``. A straggler's share is zero when
+``β ≤ β* = (N−1)/(2N−3)``; then it only pushes ``M`` out and pulls ``M`` in, the other
+term of the bound. At ``β = 1`` the shares are equal.
+
+Inside a server, traffic with each peer is spread over the NICs alive at both ends;
+between two healthy servers the rails carry weights ``λ_c`` chosen so that every NIC of
+a healthy server carries the same load once the degraded servers' traffic (which can use
+only their alive NICs) is added. Remote partials destined to one GPU are capped
+(``max_serial``) and the rest spread over other GPUs of the owner, so reductions into one
+buffer (which must be ordered, to be race-free) never form long chains.
+
+Pipelining: pieces are released one after the other (ids follow the estimated start
+times), so a straggler's NICs send from the first piece on and receive until the last.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+from resilientcc.errors import ScheduleError
+from resilientcc.schedules._build import Builder, ServerInfo, server_view
+from resilientcc.schedules.ir import COPY, REDUCE, Schedule
+from resilientcc.topology.model import Topology
+
+__all__ = [
+    "DirectPlan",
+    "balanced_shares",
+    "default_pieces",
+    "direct_allreduce",
+    "optcc",
+    "rail_weights",
+]
+
+#: logical delay of a piece's return stage: piece k+1 scatters before piece k returns
+LAG = 1.5
+
+
+def balanced_shares(bandwidth: Mapping[int, Fraction]) -> dict[int, Fraction]:
+    """Owner shares ``w_s`` that equalise ``(1 + (N−2) w_s) / B_s`` (water-filling).
+
+    Servers too slow to own anything get ``0`` (their time is then ``M/B_s``, the
+    other term of the bound).
+
+    >>> w = balanced_shares({0: Fraction(1, 2), 1: Fraction(1), 2: Fraction(1), 3: Fraction(1)})
+    >>> w[0], w[1]
+    (Fraction(0, 1), Fraction(1, 3))
+    >>> balanced_shares({0: Fraction(7, 8), 1: Fraction(1), 2: Fraction(1), 3: Fraction(1)})[0]
+    Fraction(11, 62)
+    """
+    servers = sorted(bandwidth)
+    n = len(servers)
+    if n == 0:
+        return {}
+    if n <= 2:
+        tot = sum((bandwidth[s] for s in servers), Fraction(0))
+        return {s: bandwidth[s] / tot for s in servers}
+    active = list(servers)
+    while True:
+        # Σ_active (T B_s − 1) = N − 2  with T in units of M
+        tot = sum((bandwidth[s] for s in active), Fraction(0))
+        t = Fraction(n - 2 + len(active)) / tot
+        drop = [s for s in active if t * bandwidth[s] < 1]
+        if not drop:
+            break
+        active = [s for s in active if s not in drop]
+    return {s: ((t * bandwidth[s] - 1) / (n - 2) if s in active else Fraction(0)) for s in servers}
+
+
+def rail_weights(
+    rails: Sequence[int], extra: Mapping[int, Fraction], per_unit: Fraction
+) -> dict[int, Fraction]:
+    """Weights ``λ_c`` (sum 1) with ``per_unit·λ_c + extra_c`` as equal as possible (≥ 0).
+
+    >>> rail_weights([0, 1], {0: Fraction(0), 1: Fraction(1, 4)}, Fraction(1))
+    {0: Fraction(5, 8), 1: Fraction(3, 8)}
+    """
+    if per_unit <= 0:
+        return {c: Fraction(1, len(rails)) for c in rails}
+    xs = sorted((extra.get(c, Fraction(0)), c) for c in rails)
+    # find level L with Σ max(0, L − x_c) = per_unit
+    for k in range(len(xs), 0, -1):
+        low = xs[:k]
+        level = (per_unit + sum((x for x, _ in low), Fraction(0))) / k
+        if level >= low[-1][0]:
+            break
+    return {c: max(Fraction(0), level - extra.get(c, Fraction(0))) / per_unit for c in rails}
+
+
+def piece_weights(k: int) -> list[Fraction]:
+    """Relative piece sizes: small first and last pieces (short pipeline fill and drain).
+
+    >>> piece_weights(6)
+    [Fraction(1, 1), Fraction(2, 1), Fraction(4, 1), Fraction(4, 1), Fraction(2, 1), Fraction(1, 1)]
+    """
+    out = []
+    for i in range(k):
+        edge = min(i, k - 1 - i)
+        out.append(Fraction(min(2**edge, 4)))
+    return out
+
+
+def default_pieces(size: Fraction, servers: int) -> int:
+    """Pipeline depth: enough pieces to keep NICs busy, few enough to bound overheads."""
+    mib = float(size) / 2**20
+    if mib <= 8:
+        return 1
+    if mib <= 64:
+        return 2
+    if mib <= 512:
+        return 4
+    return 6
+
+
+class DirectPlan:
+    """Which rails each pair of servers uses (arcs), from the shares and NIC health."""
+
+    def __init__(
+        self,
+        servers: Sequence[ServerInfo],
+        shares: Mapping[int, Fraction],
+        healthy_rails: Sequence[int] | None = None,
+    ) -> None:
+        self.servers = list(servers)
+        self.shares = dict(shares)
+        healthy = [sv for sv in servers if sv.healthy]
+        nics = healthy[0].nics if healthy else 1
+        rails = list(healthy_rails) if healthy_rails is not None else list(range(nics))
+        self.healthy_rails = rails
+        # extra load per healthy NIC from pairs with degraded servers (units of a piece)
+        w_h = shares[healthy[0].index] if healthy else Fraction(0)
+        extra: dict[int, Fraction] = {c: Fraction(0) for c in rails}
+        for d in servers:
+            if d.healthy:
+                continue
+            common = [c for c in d.alive if c < nics] or list(d.alive)
+            for c in common:
+                if c in extra:
+                    extra[c] += (shares[d.index] + w_h) / len(common)
+        per_unit = 2 * (len(healthy) - 1) * w_h
+        self.lam = rail_weights(rails, extra, per_unit)
+        # group rails by weight (rotation inside a group keeps the arc boundaries)
+        groups: dict[Fraction, list[int]] = {}
+        for c in rails:
+            if self.lam[c] > 0:
+                groups.setdefault(self.lam[c], []).append(c)
+        self.groups = sorted(groups.items(), key=lambda kv: kv[1][0])
+
+    def common(self, s: ServerInfo, t: ServerInfo) -> list[int]:
+        both = [c for c in s.alive if c in t.alive]
+        return both or list(s.alive)
+
+    def arcs(self, s: ServerInfo, t: ServerInfo, pos: int) -> list[tuple[Fraction, int]]:
+        """Arcs ``(length, rail)`` (lengths sum to 1) of t's shard that s exchanges on each rail."""
+        if s.healthy and t.healthy:
+            out = []
+            for lam, grp in self.groups:
+                for j in range(len(grp)):
+                    out.append((lam, grp[(j + pos) % len(grp)]))
+            return out
+        rails = self.common(s, t)
+        m = len(rails)
+        return [(Fraction(1, m), rails[(j + pos) % m]) for j in range(m)]
+
+
+def _others(sv: ServerInfo, first: int, rot: int) -> list[int]:
+    """Ranks of server ``sv`` with ``first`` in front, the rest rotated by ``rot``."""
+    rest = [r for r in sv.ranks if r != first]
+    if rest:
+        k = rot % len(rest)
+        rest = rest[k:] + rest[:k]
+    return [first, *rest]
+
+
+def direct_allreduce(
+    b: Builder,
+    servers: Sequence[ServerInfo],
+    region: Fraction,
+    pieces: int,
+    plan: DirectPlan,
+    *,
+    max_serial: int = 2,
+    piece_time: float = 0.0,
+    release0: float = 0.0,
+    total_bytes: float = 0.0,
+    piece_weights: Sequence[Fraction] | None = None,
+    window: int = 0,
+    intra_channel: int = 0,
+    rs_channel_offset: int = 0,
+    ag_channel_offset: int = 0,
+    stage_degraded: bool = True,
+    degraded_connections: int = 1,
+) -> None:
+    """Append the chunks and transfers of a direct, pipelined AllReduce of ``region``.
+
+    ``region`` is the fraction of the buffer it covers (its chunks are appended after
+    the builder's existing chunks). See the module docs for the stages.
+    """
+    owners = [sv for sv in servers if plan.shares.get(sv.index, Fraction(0)) > 0]
+    weights = list(piece_weights) if piece_weights is not None else [Fraction(1)] * pieces
+    wsum = sum(weights, Fraction(0))
+    xcount = 0
+    gates: dict[int, list[int]] = {}
+    for k, pw in enumerate(weights):
+        release = release0 + k
+        piece = region * pw / wsum
+        for t in owners:
+            senders = [sv for sv in servers if sv.index != t.index]
+            seg = piece * plan.shares[t.index]
+            arcs = {s.index: plan.arcs(s, t, pos) for pos, s in enumerate(senders)}
+            cuts: set[Fraction] = {Fraction(0), Fraction(1)}
+            for arc in arcs.values():
+                pos_ = Fraction(0)
+                for length, _ in arc:
+                    pos_ += length
+                    cuts.add(pos_)
+            if not senders:
+                g = len(t.ranks)
+                cuts = {Fraction(i, g) for i in range(g + 1)}
+            bounds = sorted(cuts)
+            for lo, hi in itertools.pairwise(bounds):
+                mid = (lo + hi) / 2
+                x = b.chunk(seg * (hi - lo))
+                nbytes = float(seg * (hi - lo)) * total_bytes
+                rail: dict[int, int] = {}
+                for s in senders:
+                    acc = Fraction(0)
+                    for length, c in arcs[s.index]:
+                        acc += length
+                        if mid < acc:
+                            rail[s.index] = c
+                            break
+                # arrival GPUs on t: the rail's GPU, capped at max_serial, spread otherwise.
+                # With ``stage_degraded`` a degraded sender's partial is *staged*: copied
+                # into a free GPU of t after that GPU's own data went up t's tree, then
+                # forwarded into the owner last, so the straggler's stream never waits for
+                # the healthy servers' progress (and they never wait for it until the end).
+                staged = (
+                    {s.index for s in senders if stage_degraded and t.healthy and not s.healthy}
+                    if len(t.ranks) > 2
+                    else set()
+                )
+                load: dict[int, int] = {r: 0 for r in t.ranks}
+                arrive: dict[int, int] = {}
+                for s in senders:
+                    if s.index in staged:
+                        continue
+                    c = rail[s.index]
+                    r = t.rail_rank(c) if c < t.nics else t.ranks[0]
+                    if load[r] >= max_serial:
+                        r = min(t.ranks, key=lambda q: (load[q], (q - r) % len(t.ranks)))
+                    load[r] += 1
+                    arrive[s.index] = r
+                if senders:
+                    # owner: the GPU with most arrivals (healthy-rail GPU)
+                    owner = max(t.ranks, key=lambda q: (load[q], -((q - xcount) % len(t.ranks))))
+                else:
+                    owner = t.ranks[int(mid * len(t.ranks)) % len(t.ranks)]
+                stage_at: dict[int, int] = {}
+                used = {owner} | {r for r, v in load.items() if v}
+                for s in senders:
+                    if s.index not in staged:
+                        continue
+                    c = rail[s.index]
+                    pref = t.rail_rank(c) if c < t.nics else t.ranks[0]
+                    order = _others(t, owner, owner)
+                    # leaves of t's binomial tree (odd positions) send first, unconditionally
+                    free = [q for i, q in enumerate(order) if i % 2 == 1 and q not in used]
+                    if not free:
+                        staged.discard(s.index)
+                        load[owner] += 1
+                        arrive[s.index] = owner
+                        continue
+                    q = pref if pref in free else free[0]
+                    used.add(q)
+                    stage_at[s.index] = q
+                # stage 1: intra-server reduce on every sender, into its rail GPU
+                for s in senders:
+                    c = rail[s.index]
+                    root = s.rail_rank(c)
+                    done = gates.setdefault(s.index, [])
+                    gate = (done[-window],) if window and len(done) >= window else ()
+                    last = b.tree_reduce(
+                        _others(s, root, root),
+                        x,
+                        channel=intra_channel,
+                        release=release + 0.0,
+                        nbytes=nbytes,
+                        gate=gate,
+                    )
+                    if last is not None:
+                        done.append(last)
+                # stage 2: network reduce into t, then t's tree into the owner
+                before: dict[int, list[tuple[int, int, bool]]] = {}
+                # degraded senders first: their arrivals then wait for nobody
+                for s in sorted(senders, key=lambda sv: (sv.healthy, sv.index)):
+                    if s.index in stage_at:
+                        continue
+                    c = rail[s.index]
+                    before.setdefault(arrive[s.index], []).append(
+                        (s.rail_rank(c), c + rs_channel_offset, True)
+                    )
+                b.tree_reduce(
+                    _others(t, owner, owner),
+                    x,
+                    channel=intra_channel + 1,
+                    release=release + 0.2,
+                    nbytes=nbytes,
+                    before_send=before,
+                )
+                for s in senders:
+                    if s.index in stage_at:
+                        c = rail[s.index]
+                        q = stage_at[s.index]
+                        b.add(
+                            s.rail_rank(c),
+                            q,
+                            x,
+                            COPY,
+                            c + rs_channel_offset,
+                            net=True,
+                            release=release + 0.2,
+                            nbytes=nbytes,
+                        )
+                        b.add(
+                            q,
+                            owner,
+                            x,
+                            REDUCE,
+                            intra_channel + 4,
+                            release=release + 0.25,
+                            nbytes=nbytes,
+                        )
+                # stage 3: owner -> its server (flat on healthy servers, tree otherwise)
+                b.tree_bcast(
+                    _others(t, owner, owner),
+                    x,
+                    channel=intra_channel + 2,
+                    release=release + 0.3,
+                    nbytes=nbytes,
+                    flat=t.healthy,
+                )
+                # stage 4: back to every sender on the same rail, then inside the sender
+                for s in senders:
+                    c = rail[s.index]
+                    src = t.rail_rank(c) if c < t.nics else owner
+                    dst = s.rail_rank(c)
+                    par = (xcount % degraded_connections) if not s.healthy else 0
+                    b.add(
+                        src,
+                        dst,
+                        x,
+                        COPY,
+                        c + ag_channel_offset + t.nics * par,
+                        net=True,
+                        release=release + LAG,
+                        nbytes=nbytes,
+                    )
+                for s in senders:
+                    c = rail[s.index]
+                    b.tree_bcast(
+                        _others(s, s.rail_rank(c), s.rail_rank(c)),
+                        x,
+                        channel=intra_channel + 3,
+                        release=release + LAG + 0.1,
+                        nbytes=nbytes,
+                        flat=s.healthy,
+                    )
+                xcount += 1
+
+
+def optcc(
+    topology: Topology,
+    size: Fraction,
+    *,
+    check: bool = True,
+    pieces: int | None = None,
+    max_serial: int = 2,
+    window: int = 0,
+    ramp: bool = True,
+    ag_offset: int = 0,
+    stage: bool = False,
+    degraded_connections: int = 1,
+    **options: Any,
+) -> Schedule:
+    """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
+
+    Args:
+        topology: the cluster (any failures).
+        size: message size in bytes.
+        check: run the exact executor before returning (skipped above
+            :data:`~resilientcc.schedules._build.CHECK_CAP_TRANSFERS` transfers).
+        pieces: pipeline depth (default from the size, :func:`default_pieces`).
+        max_serial: most remote partials reduced into one GPU of the owner per chunk.
+        window: if positive, a server's intra-server tree for a chunk waits for its tree
+            ``window`` chunks earlier (a credit window; 0 = off).
+        ramp: smaller first and last pieces (:func:`piece_weights`).
+        ag_offset: return transfers on channel ``c + ag_offset·K`` (their own connections,
+            the same NIC ``c``; 0 = share the scatter's connections).
+        stage: stage a degraded sender's partial on a free GPU of the owner and fold it in
+            last (decouples the straggler from the healthy servers' progress).
+        degraded_connections: spread returns to a degraded server over this many
+            connections per NIC (``c + j·K``).
+
+    The last five are experiment knobs; the defaults are the best measured in the
+    simulator (see ``docs/reproducing.md``).
+
+    Example:
+        >>> from resilientcc.topology import hierarchical as cluster, fail_nics
+        >>> s = optcc(fail_nics(cluster(4, 8), 0, 4), Fraction(2**30))
+        >>> s.meta_get("share_straggler")
+        '0'
+    """
+    if options:
+        raise ScheduleError(f"optcc: unknown options {sorted(options)}")
+    size = Fraction(size)
+    if size <= 0:
+        raise ScheduleError(f"optcc: size must be positive, got {size}")
+    servers = server_view(topology)
+    n = len(servers)
+    k = pieces if pieces is not None else default_pieces(size, n)
+    if not isinstance(k, int) or k < 1:
+        raise ScheduleError(f"optcc: pieces must be a positive integer, got {k!r}")
+    if not isinstance(max_serial, int) or max_serial < 1:
+        raise ScheduleError(f"optcc: max_serial must be a positive integer, got {max_serial!r}")
+    bw = {sv.index: sv.bandwidth for sv in servers}
+    shares = balanced_shares(bw)
+    plan = DirectPlan(servers, shares)
+    nics = max(sv.nics for sv in servers)
+    # time (s) of the bandwidth part, for the pipelining estimate only
+    t_bw = max(float(size * (1 + (n - 2) * shares[s] if n > 2 else size) / bw[s]) for s in bw)
+    b = Builder("optcc", topology.num_ranks)
+    b.order_by_release = True
+    direct_allreduce(
+        b,
+        servers,
+        Fraction(1),
+        k,
+        plan,
+        max_serial=max_serial,
+        piece_time=t_bw / k,
+        total_bytes=float(size),
+        window=window,
+        piece_weights=piece_weights(k) if ramp else None,
+        ag_channel_offset=nics * ag_offset,
+        stage_degraded=stage,
+        degraded_connections=degraded_connections,
+    )
+    worst = min(servers, key=lambda sv: sv.bandwidth)
+    meta = (
+        ("generator", "optcc"),
+        ("pieces", str(k)),
+        ("max_serial", str(max_serial)),
+        ("shares", ",".join(f"{s}:{shares[s]}" for s in sorted(shares))),
+        ("share_straggler", str(shares[worst.index])),
+        ("rail_weights", ",".join(f"{c}:{plan.lam[c]}" for c in sorted(plan.lam))),
+    )
+    return b.build(size, topology=topology.shape_fingerprint, meta=meta, check=check)

@@ -1,0 +1,117 @@
+"""The outcome of a simulation: :class:`SimResult` (frozen)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SimResult"]
+
+
+@dataclass(frozen=True, eq=False)
+class SimResult:
+    """What :func:`resilientcc.sim.simulate` measured.
+
+    Times are float seconds. Per-transfer arrays are indexed like ``schedule.transfers``;
+    per-link arrays like ``topology.links``. Arrays are read-only.
+
+    Attributes:
+        schedule: the schedule's name.
+        topology: the topology's name.
+        time_s: completion time of the collective, ``base_latency_s`` included.
+        latency_s: the latency part of ``time_s`` (see ``latency_mode``).
+        bandwidth_s: ``time_s − latency_s``.
+        base_latency_s: the constant added once (NCCL's base latency).
+        latency_mode: ``"critical_path"``: ``latency_s`` is the base latency plus the
+            route latencies paid along the critical path (the chain of transfers whose
+            completion or connection release started the next one, back from the last
+            one), and ``bandwidth_s`` the transmission time along it; ``"rerun"``:
+            ``bandwidth_s`` is the time of the same run with every latency zero,
+            ``latency_s`` the difference.
+        num_transfers: number of transfers.
+        num_events: number of event times the simulator processed.
+        transfer_ids: transfer ids (``schedule.transfers[i].id``).
+        src, dst: ranks of each transfer.
+        nbytes: bytes of each transfer.
+        start_s: when each transfer started transmitting.
+        tx_end_s: when its last byte left (its connection was released).
+        end_s: when it completed (``tx_end_s`` + its route's latency).
+        route_latency_s: latency of each transfer's route.
+        link_names: ``"src->dst"`` of every topology link.
+        link_capacity: bytes/s of every link.
+        link_bytes: bytes every link carried.
+        link_utilisation: ``link_bytes / (capacity · (time_s − base_latency_s))``:
+            the average utilisation over the run.
+        critical_path: transfer ids on the critical path, first to last.
+    """
+
+    schedule: str
+    topology: str
+    time_s: float
+    latency_s: float
+    bandwidth_s: float
+    base_latency_s: float
+    latency_mode: str
+    num_transfers: int
+    num_events: int
+    transfer_ids: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    nbytes: np.ndarray
+    start_s: np.ndarray
+    tx_end_s: np.ndarray
+    end_s: np.ndarray
+    route_latency_s: np.ndarray
+    link_names: tuple[str, ...]
+    link_capacity: np.ndarray
+    link_bytes: np.ndarray
+    link_utilisation: np.ndarray
+    critical_path: tuple[int, ...]
+
+    def rank_timeline(self, rank: int) -> list[tuple[int, str, int, float, float]]:
+        """Transfers a rank sends or receives: ``(id, "send"|"recv", peer, start_s, end_s)``.
+
+        Sorted by start time.
+        """
+        out: list[tuple[int, str, int, float, float]] = []
+        for i in np.flatnonzero((self.src == rank) | (self.dst == rank)):
+            kind = "send" if self.src[i] == rank else "recv"
+            peer = int(self.dst[i] if kind == "send" else self.src[i])
+            out.append(
+                (
+                    int(self.transfer_ids[i]),
+                    kind,
+                    peer,
+                    float(self.start_s[i]),
+                    float(self.end_s[i]),
+                )
+            )
+        out.sort(key=lambda r: (r[3], r[0]))
+        return out
+
+    def busiest_links(self, k: int = 5) -> list[tuple[str, float, float]]:
+        """The ``k`` links with the highest utilisation: ``(name, bytes, utilisation)``."""
+        order = np.argsort(-self.link_utilisation, kind="stable")[:k]
+        return [
+            (self.link_names[i], float(self.link_bytes[i]), float(self.link_utilisation[i]))
+            for i in order
+        ]
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-ready summary (no per-transfer arrays)."""
+        return {
+            "schedule": self.schedule,
+            "topology": self.topology,
+            "time_s": self.time_s,
+            "latency_s": self.latency_s,
+            "bandwidth_s": self.bandwidth_s,
+            "base_latency_s": self.base_latency_s,
+            "latency_mode": self.latency_mode,
+            "num_transfers": self.num_transfers,
+            "num_events": self.num_events,
+            "busiest_links": [
+                {"link": n, "bytes": b, "utilisation": u} for n, b, u in self.busiest_links(5)
+            ],
+        }

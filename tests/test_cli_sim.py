@@ -1,0 +1,97 @@
+"""``rcc sim``: algorithms and files, JSON and table output, plots, one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from resilientcc.cli.app import app
+from resilientcc.schedules.ring import ring
+from resilientcc.schedules.serialize import save_schedule
+from resilientcc.topology import hierarchical
+
+runner = CliRunner()
+SMALL = ["-n", "2", "-g", "4", "--size", "64MiB"]
+
+
+def _run(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, ["sim", *args])
+
+
+def _json(*args: str) -> dict:
+    res = _run(*args, "--json")
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_json_fields_and_values() -> None:
+    d = _json("ring", *SMALL, "--zero-latency")
+    for key in (
+        "algorithm",
+        "time_s",
+        "latency_s",
+        "lower_bound_s",
+        "ratio_to_bound",
+        "fault_free_ring_s",
+        "overhead_vs_fault_free_ring",
+        "fault_free_lower_bound_s",
+        "overhead_vs_fault_free_bound",
+    ):
+        assert key in d
+    assert d["algorithm"] == "ring"
+    p = 8
+    expected = 2 * (p - 1) / p * 64 * 2**20 / (4 * 50e9)
+    assert d["time_s"] == pytest.approx(expected, rel=1e-9)
+    if d["fault_free_ring_s"] is not None:  # bounds module present
+        assert d["overhead_vs_fault_free_ring"] == pytest.approx(0.0, abs=1e-9)
+        assert d["ratio_to_bound"] >= 1 - 1e-9
+
+
+def test_degraded_balance_beats_naive_ring() -> None:
+    ring_d = _json("ring", *SMALL, "--fail", "0:2")
+    bal_d = _json("balance", *SMALL, "--fail", "0:2")
+    assert bal_d["time_s"] < ring_d["time_s"]
+    assert bal_d["latency_s"] > 0
+
+
+def test_table_and_plot(tmp_path: Path) -> None:
+    png = tmp_path / "sim.png"
+    res = _run("ring", *SMALL, "--plot", str(png))
+    assert res.exit_code == 0, res.output
+    for key in ("simulated time", "latency part", "fault-free ring", " us"):
+        assert key in res.stdout
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_schedule_file_and_wrong_topology(tmp_path: Path) -> None:
+    f = tmp_path / "ring.json"
+    save_schedule(ring(hierarchical(2, 4), Fraction(2**20)), f)
+    d = _json(str(f), *SMALL)
+    assert d["algorithm"] == "ring"
+    assert d["num_transfers"] == 2 * 7 * 4 * 8
+    res = _run(str(f), "-n", "3", "-g", "4")
+    assert res.exit_code == 2
+    assert "schedule was made for another topology" in res.output
+    assert "Traceback" not in res.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nosuch"], "unknown algorithm 'nosuch' (known: ring, balance"),
+        (["ring", "--size", "0"], "--size"),
+        (["ring", "--size", "lots"], "--size"),
+        (["ring", "--latency-mode", "guess"], "latency_mode"),
+        (["balance", "--channels", "2"], "--channels"),
+        (["ring", "--plot", "x.gif"], ".png"),
+    ],
+)
+def test_errors_exit_2(args: list[str], message: str) -> None:
+    res = _run(*args, "-n", "2", "-g", "2")
+    assert res.exit_code == 2, res.output
+    assert message in res.output
+    assert "Traceback" not in res.output

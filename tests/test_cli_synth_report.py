@@ -1,0 +1,177 @@
+"""``rcc synth`` and ``rcc report`` in-process (typer's CliRunner)."""
+
+from __future__ import annotations
+
+import json
+import types
+from fractions import Fraction
+
+import pytest
+from typer.testing import CliRunner
+
+from resilientcc import report as report_lib
+from resilientcc.cli.app import app
+from resilientcc.schedules.msccl import load_msccl
+from resilientcc.schedules.serialize import load_schedule
+
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_synth_json_and_msccl(tmp_path):
+    out = tmp_path / "s.json"
+    r = run(
+        "synth", "optcc", "-n", "2", "-g", "4", "--fail", "0:2", "--size", "64MiB", "-o", str(out)
+    )
+    assert r.exit_code == 0, r.output
+    s = load_schedule(out)
+    assert s.name == "optcc" and s.ranks == 8
+    xml = tmp_path / "s.xml"
+    r = run("synth", "hierarchical", "-n", "2", "-g", "4", "-o", str(xml), "--format", "msccl-xml")
+    assert r.exit_code == 0, r.output
+    assert load_msccl(xml).name == "hierarchical"
+    # a schedule file is checked against the cluster and converted
+    r = run(
+        "synth",
+        str(out),
+        "-n",
+        "2",
+        "-g",
+        "4",
+        "--fail",
+        "0:2",
+        "-o",
+        str(tmp_path / "c.xml"),
+        "-f",
+        "msccl-xml",
+    )
+    assert r.exit_code == 0, r.output
+    assert load_msccl(tmp_path / "c.xml") == load_schedule(out)
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["synth", "nope", "-o", "X"], "unknown algorithm"),
+        (["synth", "optcc", "--size", "0", "-o", "X"], "--size"),
+        (["synth", "optcc", "--size", "12 parsecs", "-o", "X"], "--size"),
+        (["synth", "optcc", "-f", "yaml", "-o", "X"], "--format"),
+        (["synth", "optcc", "-n", "2", "--fail", "9:1", "-o", "X"], "server"),
+        (["report", "--servers", "1", "--out", "X"], "--servers"),
+        (["report", "--lost", "8", "--out", "X"], "--lost"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args, needle, tmp_path):
+    args = [str(tmp_path / "o.json") if a == "X" else a for a in args]
+    r = run(*args)
+    assert r.exit_code == 2
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0]
+
+
+def test_bad_schedule_files_exit_2(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    r = run("synth", str(bad), "-o", str(tmp_path / "o.json"))
+    assert r.exit_code == 2 and "not valid JSON" in r.output
+    good = tmp_path / "g.json"
+    assert run("synth", "ring", "-n", "2", "-g", "2", "-o", str(good)).exit_code == 0
+    r = run("synth", str(good), "-n", "3", "-g", "2", "-o", str(tmp_path / "o.json"))
+    assert r.exit_code == 2 and "another topology" in r.output
+    data = json.loads(good.read_text())
+    data["transfers"] = data["transfers"][:-1]  # no longer an AllReduce
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(data))
+    r = run("synth", str(broken), "-n", "2", "-g", "2", "-o", str(tmp_path / "o.json"))
+    assert r.exit_code == 2 and "not a correct AllReduce" in r.output
+
+
+@pytest.mark.parametrize("verdict,code", [("proved", 0), ("violated", 1), ("unknown", 3)])
+def test_synth_verify_exit_codes(verdict, code, tmp_path, monkeypatch):
+    import sys
+
+    fake = types.ModuleType("resilientcc.verify")
+    fake.verify = lambda s, **kw: types.SimpleNamespace(verdict=verdict, property="lossless")  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "resilientcc.verify", fake)
+    r = run("synth", "ring", "-n", "2", "-g", "2", "-o", str(tmp_path / "o.json"), "--verify")
+    assert r.exit_code == code, r.output
+    assert f"verify: {verdict}" in r.output
+
+
+def fake_rows():
+    rows = []
+    for n in (4, 8):
+        for k in (1, 2, 4):
+            times = {"ring": 2e-3, "balance": 1.5e-3, "r2cc_allreduce": 1.4e-3, "optcc": 1.1e-3}
+            rows.append(
+                report_lib.Row(n, k, 2**30, (8 - k) / 8, 1e-3, 1.05e-3, 1.0e-3, 0.9e-3, times)
+            )
+    return rows
+
+
+def test_report_writes_table_and_plot(tmp_path, monkeypatch):
+    calls = {}
+
+    def fake_flagship(servers, lost, sizes, **kw):
+        calls["args"] = (servers, lost, sizes)
+        kw["progress"]("working")
+        return fake_rows()
+
+    monkeypatch.setattr(report_lib, "flagship", fake_flagship)
+    r = run("report", "--out", str(tmp_path / "rep"), "--quick")
+    assert r.exit_code == 0, r.output
+    assert calls["args"] == ([4], [1, 2, 4], [2**30])
+    assert (tmp_path / "rep" / "overhead.png").stat().st_size > 1000
+    table = json.loads((tmp_path / "rep" / "table.json").read_text())
+    assert len(table) == 6 and table[0]["times_s"]["optcc"] == 1.1e-3
+    assert "optcc/ff ring" in (tmp_path / "rep" / "table.md").read_text()
+    assert "| 4 | 1/8 | 1024 MiB |" in r.output
+
+
+def test_markdown_ratios():
+    md = report_lib.rows_to_markdown(fake_rows()[:1])
+    assert "1.048" in md  # optcc 1.1 / ff ring 1.05
+    assert "1.100" in md  # optcc / bound
+
+
+def test_flagship_uses_cache(monkeypatch):
+    jobs = []
+
+    def fake_sim(job):
+        jobs.append(job)
+        return job, 1e-3
+
+    monkeypatch.setattr(report_lib, "_simulate", fake_sim)
+    monkeypatch.setattr(report_lib, "_bounds", lambda n, k, size: (1e-3, 1e-3, 1e-3))
+    cache = {"ring/2/0/1024": 5e-4}
+    rows = report_lib.flagship([2], [4], [1024], ["ring", "optcc"], workers=1, cache=cache)
+    assert ("ring", 2, 0, 1024) not in jobs and len(jobs) == 2
+    assert rows[0].fault_free_ring_s == 5e-4 and "optcc/2/4/1024" in cache
+    assert Fraction(rows[0].beta).limit_denominator(8) == Fraction(1, 2)
+
+
+@pytest.mark.parametrize("algo", ["hierarchical", "r2cc_allreduce", "optcc"])
+def test_synth_verify_proves_my_generators(algo, tmp_path):
+    verify = pytest.importorskip("resilientcc.verify")
+    if not hasattr(verify, "verify"):
+        pytest.skip("verifier not available")
+    r = run(
+        "synth",
+        algo,
+        "-n",
+        "3",
+        "-g",
+        "2",
+        "--fail",
+        "0:1",
+        "--size",
+        "1MiB",
+        "-o",
+        str(tmp_path / "s.json"),
+        "--verify",
+    )
+    assert r.exit_code == 0, r.output
+    assert "verify: proved" in r.output

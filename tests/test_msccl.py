@@ -1,0 +1,146 @@
+"""MSCCL XML export/import: exact round trip for ring and optcc on 16 GPUs, limits enforced."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from fractions import Fraction
+
+import pytest
+
+from resilientcc.errors import ExportError, ScheduleError
+from resilientcc.schedules.ir import Schedule, Transfer, chunks_from_sizes, uniform_chunks
+from resilientcc.schedules.msccl import (
+    MscclLimits,
+    from_msccl_xml,
+    load_msccl,
+    save_msccl,
+    to_msccl_xml,
+)
+from resilientcc.schedules.optcc import optcc
+from resilientcc.schedules.ring import ring
+from resilientcc.topology import fail_nics, hierarchical
+
+M = Fraction(2**30)
+
+
+def at(el: ET.Element | None, key: str) -> str:
+    assert el is not None
+    v = el.get(key)
+    assert v is not None, key
+    return v
+
+
+@pytest.fixture(scope="module")
+def schedules() -> dict[str, Schedule]:
+    topo = fail_nics(hierarchical(2, 8), 0, 4)
+    return {"ring": ring(topo, M), "optcc": optcc(topo, M, pieces=2)}
+
+
+@pytest.mark.parametrize("name", ["ring", "optcc"])
+def test_round_trip_16_gpus(schedules, name, tmp_path):
+    s = schedules[name]
+    assert s.ranks == 16
+    path = tmp_path / f"{name}.xml"
+    save_msccl(s, path)
+    back = load_msccl(path)
+    assert back == s
+
+
+@pytest.mark.parametrize("name", ["ring", "optcc"])
+def test_xml_is_valid_msccl(schedules, name):
+    s = schedules[name]
+    lim = MscclLimits()
+    root = ET.fromstring(to_msccl_xml(s))
+    assert root.tag == "algo" and root.get("coll") == "allreduce"
+    assert root.get("proto") == "Simple" and root.get("inplace") == "1"
+    assert int(at(root, "ngpus")) == 16
+    nchunks = int(at(root, "nchunksperloop"))
+    assert len(root.attrib) <= lim.max_attrs
+    sends = recvs = 0
+    for gpu in root.findall("gpu"):
+        assert {"id", "i_chunks", "o_chunks", "s_chunks"} <= set(gpu.attrib)
+        per_chan: dict[str, int] = {}
+        for tb in gpu.findall("tb"):
+            per_chan[at(tb, "chan")] = per_chan.get(at(tb, "chan"), 0) + 1
+            steps = tb.findall("step")
+            assert len(steps) <= lim.max_steps_per_tb
+            for i, st in enumerate(steps):
+                assert int(at(st, "s")) == i
+                assert st.get("type") in ("s", "r", "rrc", "nop")
+                assert len(st.attrib) <= lim.max_attrs
+                if st.get("type") == "nop":
+                    assert st.get("depid") != "-1"
+                    continue
+                cnt, off = int(at(st, "cnt")), int(at(st, "srcoff"))
+                assert 1 <= cnt <= lim.max_count and off >= 0 and off + cnt <= nchunks
+                if st.get("depid") != "-1":
+                    dep_tb = gpu.find(f"tb[@id='{st.get('depid')}']")
+                    assert dep_tb is not None
+                    dep = dep_tb.findall("step")[int(at(st, "deps"))]
+                    assert dep.get("hasdep") == "1"
+                if st.get("type") == "s":
+                    assert tb.get("send") != "-1"
+                    sends += 1
+                else:
+                    assert tb.get("recv") != "-1"
+                    recvs += 1
+        assert max(per_chan.values()) <= lim.max_tbs_per_channel
+    assert sends == recvs >= len(s.transfers)
+
+
+def test_non_uniform_split_maps_to_integer_chunks():
+    chunks = chunks_from_sizes([Fraction(1, 3), Fraction(1, 2), Fraction(1, 6)])
+    ts = tuple(Transfer(i, 0, 1, i, "reduce") for i in range(3)) + tuple(
+        Transfer(3 + i, 1, 0, i, "copy", deps=(i,)) for i in range(3)
+    )
+    s = Schedule("odd", 2, Fraction(600), chunks, ts)
+    root = ET.fromstring(to_msccl_xml(s))
+    assert root.get("nchunksperloop") == "6"
+    assert from_msccl_xml(to_msccl_xml(s)) == s
+
+
+def test_limits_are_enforced(schedules):
+    s = schedules["ring"]
+    with pytest.raises(ExportError, match="steps"):
+        to_msccl_xml(s, limits=MscclLimits(max_steps_per_tb=10))
+    with pytest.raises(ExportError, match="channels"):
+        to_msccl_xml(s, limits=MscclLimits(max_channels=4))
+    with pytest.raises(ExportError, match="threadblocks"):
+        to_msccl_xml(schedules["optcc"], limits=MscclLimits(max_tbs_per_channel=1))
+    odd = Schedule(
+        "lcm",
+        2,
+        Fraction(1),
+        chunks_from_sizes([Fraction(1, 7919), Fraction(7918, 7919)]),
+        (Transfer(0, 0, 1, 0, "reduce"),),
+    )
+    with pytest.raises(ExportError, match="least common multiple"):
+        to_msccl_xml(odd, limits=MscclLimits(max_chunks_per_loop=1000))
+
+
+def test_large_chunks_are_split_into_steps_under_max_count():
+    chunks = chunks_from_sizes([Fraction(1, 200), Fraction(199, 200)])
+    ts = (
+        Transfer(0, 0, 1, 1, "reduce"),
+        Transfer(1, 1, 0, 1, "copy", deps=(0,)),
+        Transfer(2, 0, 1, 0, "reduce"),
+        Transfer(3, 1, 0, 0, "copy", deps=(2,)),
+    )
+    s = Schedule("big", 2, Fraction(200), chunks, ts)
+    xml = to_msccl_xml(s)
+    root = ET.fromstring(xml)
+    assert all(int(at(st, "cnt")) <= 72 for st in root.iter("step") if st.get("type") != "nop")
+    assert from_msccl_xml(xml) == s
+
+
+def test_import_errors_and_foreign_files():
+    with pytest.raises(ScheduleError, match="not valid XML"):
+        from_msccl_xml("<algo")
+    with pytest.raises(ScheduleError, match="expected <algo>"):
+        from_msccl_xml("<foo/>")
+    ts = (Transfer(0, 0, 1, 0, "reduce"), Transfer(1, 1, 0, 0, "copy", deps=(0,)))
+    s = Schedule("pair", 2, Fraction(8), uniform_chunks(1), ts)
+    plain = to_msccl_xml(s, roundtrip=False)
+    back = from_msccl_xml(plain)
+    assert [(t.src, t.dst, t.op) for t in back.transfers] == [(0, 1, "reduce"), (1, 0, "copy")]
+    assert back.transfers[1].deps == (0,)

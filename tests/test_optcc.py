@@ -1,0 +1,131 @@
+"""OptCC: shares from the bound, rail weights, pipelining, R2CC's model, simulated shape."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from resilientcc.schedules import executor
+from resilientcc.schedules.optcc import (
+    balanced_shares,
+    default_pieces,
+    optcc,
+    piece_weights,
+    rail_weights,
+)
+from resilientcc.schedules.r2cc import r2cc_allreduce, r2cc_model
+from resilientcc.topology import fail_nics, hierarchical, uniform_switch
+
+M = Fraction(2**30)
+
+
+def straggler_shares(n: int, beta: Fraction) -> dict[int, Fraction]:
+    return balanced_shares({0: beta, **{i: Fraction(1) for i in range(1, n)}})
+
+
+@pytest.mark.parametrize("n", [3, 4, 8, 16])
+def test_share_zero_at_and_below_beta_star(n):
+    beta_star = Fraction(n - 1, 2 * n - 3)
+    assert straggler_shares(n, beta_star)[0] == 0
+    assert straggler_shares(n, beta_star / 2)[0] == 0
+    assert straggler_shares(n, beta_star + Fraction(1, 1000))[0] > 0
+    assert straggler_shares(n, Fraction(1)) == {i: Fraction(1, n) for i in range(n)}
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(3, 32), num=st.integers(1, 64))
+def test_shares_meet_the_bound(n, num):
+    """Σw = 1, w ≥ 0, and the bandwidth time max_s (1+(N−2)w_s)/B_s equals the bound."""
+    beta = Fraction(num, 64)
+    w = straggler_shares(n, beta)
+    assert sum(w.values()) == 1 and min(w.values()) >= 0
+    bw = {0: beta, **{i: Fraction(1) for i in range(1, n)}}
+    t = max((1 + (n - 2) * w[s]) / bw[s] for s in w)
+    bound = max(1 / beta, Fraction(2 * (n - 1)) / (n - 1 + beta))
+    assert t == bound
+
+
+def test_rail_weights_balance_nic_load():
+    extra = {c: (Fraction(1, 4) if c >= 4 else Fraction(0)) for c in range(8)}
+    lam = rail_weights(range(8), extra, Fraction(1))
+    assert sum(lam.values()) == 1
+    loads = {lam[c] + extra[c] for c in range(8)}
+    assert len(loads) == 1
+    # a huge extra load on one rail clips its weight at zero
+    lam = rail_weights([0, 1], {0: Fraction(5), 1: Fraction(0)}, Fraction(1))
+    assert lam == {0: Fraction(0), 1: Fraction(1)}
+
+
+def test_pieces_and_weights():
+    assert default_pieces(Fraction(2**20), 4) == 1
+    assert default_pieces(Fraction(2**30), 4) > default_pieces(Fraction(2**26), 4)
+    w = piece_weights(7)
+    assert w == w[::-1] and w[0] < w[3]
+
+
+def test_meta_records_the_split():
+    s = optcc(fail_nics(hierarchical(4, 8), 0, 4), M, check=False)
+    assert s.meta_get("share_straggler") == "0"
+    s = optcc(fail_nics(hierarchical(4, 8), 0, 1), M, pieces=1, check=False)
+    assert Fraction(str(s.meta_get("share_straggler"))) == Fraction(11, 62)
+    lam = dict(kv.split(":", 1) for kv in str(s.meta_get("rail_weights")).split(","))
+    # rail 0 is dead on the straggler: healthy pairs give it more weight
+    assert Fraction(lam["0"]) > Fraction(lam["1"])
+
+
+def test_straggler_uses_only_alive_nics():
+    topo = fail_nics(hierarchical(4, 4), 0, 2)
+    s = optcc(topo, M, pieces=2)
+    for t in s.transfers:
+        if t.src // 4 != t.dst // 4 and 0 in (t.src // 4, t.dst // 4):
+            assert t.channel % 4 in (2, 3)
+
+
+def test_straggler_moves_exactly_m_each_way():
+    topo = fail_nics(hierarchical(4, 8), 0, 4)
+    s = optcc(topo, M, pieces=2, check=False)
+    out = sum(s.transfer_bytes(t) for t in s.transfers if t.src // 8 == 0 and t.dst // 8 != 0)
+    inn = sum(s.transfer_bytes(t) for t in s.transfers if t.dst // 8 == 0 and t.src // 8 != 0)
+    assert out == M and inn == M
+
+
+def test_r2cc_model_values():
+    assert float(r2cc_model(8, Fraction(1, 2))) == pytest.approx(1.5714, abs=1e-4)
+    assert r2cc_model(4, Fraction(0)) == 1
+
+
+def test_r2cc_split():
+    s = r2cc_allreduce(fail_nics(hierarchical(4, 8), 0, 2), M, check=False)
+    assert s.meta_get("tail_fraction") == "1/4"
+    assert s.meta_get("ring_channels") == "2,3,4,5,6,7"
+    s = r2cc_allreduce(hierarchical(3, 2), M)
+    assert s.meta_get("tail_fraction") == "0"
+    assert executor.execute(s).ok
+
+
+def test_r2cc_matches_its_model_in_the_simulator():
+    """Switch model, n = 8 servers, X = ½: T/T_ff = 1.571 (within 3 %), bandwidth only."""
+    sim = pytest.importorskip("resilientcc.sim")
+    from resilientcc.bounds import fault_free_ring_time
+
+    topo = uniform_switch(8, 400 * 10**9, Fraction(1, 2))
+    s = r2cc_allreduce(topo, M, pieces=32)
+    t = sim.simulate(s, topo, zero_latency=True).time_s
+    ratio = t / float(fault_free_ring_time(topo, M))
+    assert ratio == pytest.approx(float(r2cc_model(8, Fraction(1, 2))), rel=0.03)
+
+
+def test_optcc_beats_ring_and_respects_bound_in_the_simulator():
+    sim = pytest.importorskip("resilientcc.sim")
+    from resilientcc.bounds import lower_bound
+    from resilientcc.schedules.ring import ring
+
+    topo = fail_nics(hierarchical(3, 4), 0, 2)
+    size = Fraction(2**28)
+    t_opt = sim.simulate(optcc(topo, size), topo).time_s
+    t_ring = sim.simulate(ring(topo, size), topo).time_s
+    lb = float(lower_bound(topo, size).seconds)
+    assert lb <= t_opt < t_ring

@@ -1,0 +1,52 @@
+"""Soundness of the whole stack: no correct schedule beats the LP lower bound in the simulator.
+
+A violation means a bug in the generator (not a correct AllReduce), the simulator (too
+fast) or the bound (too high).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from resilientcc.schedules import executor
+from resilientcc.schedules.generators import GENERATORS, generate
+from resilientcc.topology import fail_nics, hierarchical, scale_server_nics, uniform_switch
+
+sim = pytest.importorskip("resilientcc.sim")
+bounds = pytest.importorskip("resilientcc.bounds")
+
+TOPOLOGIES = {
+    "2x2 nic0 down": lambda: fail_nics(hierarchical(2, 2), 0, 1),
+    "3x2 healthy": lambda: hierarchical(3, 2),
+    "2x4 half NICs": lambda: fail_nics(hierarchical(2, 4), 1, 2),
+    "3x4 two degraded": lambda: scale_server_nics(
+        fail_nics(hierarchical(3, 4), 0, 1), 2, Fraction(1, 2)
+    ),
+    "4x2 switch fabric": lambda: fail_nics(hierarchical(4, 2, fabric="switch"), 0, 1),
+    "switch model beta 1/2": lambda: uniform_switch(4, 400 * 10**9, Fraction(1, 2)),
+    "switch model beta 7/8": lambda: uniform_switch(3, 400 * 10**9, Fraction(7, 8)),
+}
+
+_cache: dict[tuple[str, int], float] = {}
+
+
+def bound(name: str, size: int) -> float:
+    if (name, size) not in _cache:
+        _cache[(name, size)] = float(bounds.lower_bound(TOPOLOGIES[name](), size).seconds)
+    return _cache[(name, size)]
+
+
+@pytest.mark.parametrize("size", [2**20, 2**26])
+@pytest.mark.parametrize("topo_name", sorted(TOPOLOGIES))
+@pytest.mark.parametrize("algo", sorted(GENERATORS))
+def test_simulated_time_is_at_least_the_bound(algo, topo_name, size):
+    topo = TOPOLOGIES[topo_name]()
+    s = generate(algo, topo, Fraction(size))
+    assert executor.execute(s).ok
+    for zero in (False, True):
+        t = sim.simulate(s, topo, zero_latency=zero).time_s
+        assert t >= bound(topo_name, size) * (1 - 1e-9), (
+            f"{algo} on {topo_name}: simulated {t:.6e} s < bound {bound(topo_name, size):.6e} s"
+        )
