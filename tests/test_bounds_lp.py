@@ -232,3 +232,20 @@ def test_island_cut_floor() -> None:
     topo = hierarchical(3, 4, pcie_bw=10 * GB)
     res = lp_bound(topo, GIB, contract=True, certify=True)
     assert res.seconds == lp_bound(topo, GIB, contract=False).seconds
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    servers=st.integers(2, 4),
+    gpus=st.sampled_from([2, 4, 8]),
+    lost=st.integers(1, 3),
+)
+def test_bound_is_monotone_under_failures(servers, gpus, lost):
+    """A failure only removes capacity, so the bound can only grow (regression: the
+    partition heuristics once missed the singleton partition on a degraded cluster)."""
+    from resilientcc.topology import fail_nics, hierarchical
+
+    size = Fraction(2**30)
+    healthy = hierarchical(servers, gpus)
+    degraded = fail_nics(healthy, 0, min(lost, gpus - 1))
+    assert lower_bound(degraded, size).seconds >= lower_bound(healthy, size).seconds

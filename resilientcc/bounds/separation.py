@@ -346,6 +346,9 @@ def partition_candidates(
         for i, v in enumerate(gv):
             single[v] = i
         labelings.append((single, None))
+        # singletons with each relay placed by local search, always (not only when the
+        # plain singletons rank among the best): keeps the bound monotone under failures
+        labelings += [(_local_search(g, single, w, d), d) for d in ("out", "in")]
         servers = sorted({sv for v in gv if (sv := g.server[v]) is not None})
         if (
             islands
