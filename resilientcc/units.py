@@ -69,7 +69,7 @@ _TIME_UNITS: dict[str, Fraction] = {
     "ns": Fraction(1, 10**9),
 }
 
-_NUM = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
+_NUM = r"([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
 
 def as_fraction(value: object, what: str = "value") -> Fraction:
