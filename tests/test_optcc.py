@@ -129,3 +129,23 @@ def test_optcc_beats_ring_and_respects_bound_in_the_simulator():
     t_ring = sim.simulate(ring(topo, size), topo).time_s
     lb = float(lower_bound(topo, size).seconds)
     assert lb <= t_opt < t_ring
+
+
+def test_broadcasts_are_binomial_trees():
+    """No GPU sends a chunk to more than log2(G) GPUs of its server (flat: G − 1)."""
+    from collections import Counter
+
+    topo = fail_nics(hierarchical(3, 8), 0, 4)
+
+    def fanout(s):
+        c = Counter(
+            (t.src, t.chunk) for t in s.transfers if t.op == "copy" and t.src // 8 == t.dst // 8
+        )
+        return max(c.values())
+
+    assert fanout(optcc(topo, M, pieces=1)) == 3  # 3 servers: trees by default
+    assert fanout(optcc(topo, M, pieces=1, flat_bcast=True)) == 7
+    # above DEEP_MAX_SERVERS servers healthy servers broadcast flat by default
+    big = fail_nics(hierarchical(8, 8), 0, 4)
+    assert fanout(optcc(big, Fraction(2**20), pieces=1, check=False)) == 7
+    assert fanout(optcc(big, Fraction(2**20), pieces=1, flat_bcast=False, check=False)) == 3

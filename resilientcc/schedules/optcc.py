@@ -14,9 +14,18 @@ chosen so that every server's network time is equal:
   2. **network reduce** — that GPU sends the server's partial sum straight to ``t``
      (one network hop), where it is reduced into a GPU of ``t``; ``t`` then reduces its
      GPUs (tree, the remote partials included) into the shard's owner GPU;
-  3. **all-gather inside** ``t`` — the owner copies the result to its server's GPUs;
+  3. **all-gather inside** ``t`` — the owner copies the result to its server's GPUs
+     (binomial tree);
   4. **return** — the GPU of ``t`` on the same rail sends the result back to ``s``
-     (one hop), which copies it to its GPUs (NVLink).
+     (one hop), which copies it to its GPUs (NVLink, binomial tree).
+
+Up to :data:`DEEP_MAX_SERVERS` servers both broadcasts are binomial trees (depth
+``log2 G``, every GPU sends at most ``log2 G`` copies) rather than flat on healthy
+servers (the root sends ``G − 1`` copies): a flat broadcast loads the root's NVLink
+uplink ``G − 1`` times, and with every server's NVLink ~80 % busy at the bound that
+delays the results, above all those the straggler waits for (1 GiB, 4 × 8 GPUs,
+4 NICs lost, 12 pieces: 1.32 → 1.22 × the bound). With more servers the chunks are
+smaller and the trees' extra hops cost more than they save (8 servers: flat is better).
 
 Server ``s`` sends ``(1 − w_s)·M`` of partial sums and ``(N−1)·w_s·M`` of results, and
 receives as much, so its network time is ``M·(1 + (N−2)·w_s)/B_s``. Equalising these
@@ -50,6 +59,7 @@ from resilientcc.schedules.ir import COPY, REDUCE, Schedule
 from resilientcc.topology.model import Topology
 
 __all__ = [
+    "DEEP_MAX_SERVERS",
     "DirectPlan",
     "balanced_shares",
     "default_pieces",
@@ -60,6 +70,10 @@ __all__ = [
 
 #: logical delay of a piece's return stage: piece k+1 scatters before piece k returns
 LAG = 1.5
+
+#: up to this many servers OptCC defaults to a deep pipeline and tree broadcasts
+#: (measured better in the simulator at 4 and 6 servers, worse at 8)
+DEEP_MAX_SERVERS = 6
 
 
 def balanced_shares(bandwidth: Mapping[int, Fraction]) -> dict[int, Fraction]:
@@ -113,29 +127,51 @@ def rail_weights(
     return {c: max(Fraction(0), level - extra.get(c, Fraction(0))) / per_unit for c in rails}
 
 
-def piece_weights(k: int) -> list[Fraction]:
+def piece_weights(k: int, cap: int = 4) -> list[Fraction]:
     """Relative piece sizes: small first and last pieces (short pipeline fill and drain).
+
+    Sizes double from the ends up to ``cap``. OptCC's deep pipelines use ``cap=2``
+    (half-size end pieces): larger middle pieces lengthen the straggler's wait for its
+    results (1 GiB, 4 servers, 12 pieces: 1.20 × the bound against 1.22 × with 4).
 
     >>> piece_weights(6)
     [Fraction(1, 1), Fraction(2, 1), Fraction(4, 1), Fraction(4, 1), Fraction(2, 1), Fraction(1, 1)]
+    >>> piece_weights(4, cap=2)
+    [Fraction(1, 1), Fraction(2, 1), Fraction(2, 1), Fraction(1, 1)]
     """
     out = []
     for i in range(k):
         edge = min(i, k - 1 - i)
-        out.append(Fraction(min(2**edge, 4)))
+        out.append(Fraction(min(2**edge, cap)))
     return out
 
 
 def default_pieces(size: Fraction, servers: int) -> int:
-    """Pipeline depth: enough pieces to keep NICs busy, few enough to bound overheads."""
+    """Pipeline depth: enough pieces to keep NICs busy, few enough to bound overheads.
+
+    A deeper pipeline shortens the fill (a straggler's results cannot return before its
+    piece has arrived): 1 GiB on 4 × 8 GPUs with 4 NICs lost takes 1.20 × the bound
+    with 12 pieces against 1.46 × with 6. Above :data:`DEEP_MAX_SERVERS` servers the
+    pieces are many more, smaller chunks (8 owners) and the simulator measured no gain
+    (1 GiB, 8 servers: 2.18 × with 12 pieces, 2.14 × with 6), so they keep the shallow
+    pipeline; the simulator's cost grows linearly with the pieces.
+
+    >>> [default_pieces(Fraction(m * 2**20), 4) for m in (1, 32, 128, 256, 1024)]
+    [1, 2, 4, 8, 12]
+    >>> [default_pieces(Fraction(m * 2**20), 8) for m in (256, 1024)]
+    [4, 6]
+    """
     mib = float(size) / 2**20
+    deep = servers <= DEEP_MAX_SERVERS
     if mib <= 8:
         return 1
     if mib <= 64:
         return 2
-    if mib <= 512:
+    if mib <= 128:
         return 4
-    return 6
+    if mib <= 512:
+        return 8 if deep else 4
+    return 12 if deep else 6
 
 
 class DirectPlan:
@@ -216,6 +252,7 @@ def direct_allreduce(
     ag_channel_offset: int = 0,
     stage_degraded: bool = True,
     degraded_connections: int = 1,
+    flat_bcast: bool = False,
 ) -> None:
     """Append the chunks and transfers of a direct, pipelined AllReduce of ``region``.
 
@@ -364,7 +401,7 @@ def direct_allreduce(
                     channel=intra_channel + 2,
                     release=release + 0.3,
                     nbytes=nbytes,
-                    flat=t.healthy,
+                    flat=flat_bcast and t.healthy,
                 )
                 # stage 4: back to every sender on the same rail, then inside the sender
                 for s in senders:
@@ -390,7 +427,7 @@ def direct_allreduce(
                         channel=intra_channel + 3,
                         release=release + LAG + 0.1,
                         nbytes=nbytes,
-                        flat=s.healthy,
+                        flat=flat_bcast and s.healthy,
                     )
                 xcount += 1
 
@@ -407,6 +444,7 @@ def optcc(
     ag_offset: int = 0,
     stage: bool = False,
     degraded_connections: int = 1,
+    flat_bcast: bool | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -420,15 +458,19 @@ def optcc(
         max_serial: most remote partials reduced into one GPU of the owner per chunk.
         window: if positive, a server's intra-server tree for a chunk waits for its tree
             ``window`` chunks earlier (a credit window; 0 = off).
-        ramp: smaller first and last pieces (:func:`piece_weights`).
+        ramp: smaller first and last pieces (:func:`piece_weights`, ``cap=2`` up to
+            :data:`DEEP_MAX_SERVERS` servers, else 4).
         ag_offset: return transfers on channel ``c + ag_offset·K`` (their own connections,
             the same NIC ``c``; 0 = share the scatter's connections).
         stage: stage a degraded sender's partial on a free GPU of the owner and fold it in
             last (decouples the straggler from the healthy servers' progress).
         degraded_connections: spread returns to a degraded server over this many
             connections per NIC (``c + j·K``).
+        flat_bcast: healthy servers broadcast results flat (root copies to every GPU)
+            instead of along a binomial tree (default: flat above
+            :data:`DEEP_MAX_SERVERS` servers).
 
-    The last five are experiment knobs; the defaults are the best measured in the
+    The last six are experiment knobs; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
 
     Example:
@@ -467,10 +509,11 @@ def optcc(
         piece_time=t_bw / k,
         total_bytes=float(size),
         window=window,
-        piece_weights=piece_weights(k) if ramp else None,
+        piece_weights=piece_weights(k, 2 if n <= DEEP_MAX_SERVERS else 4) if ramp else None,
         ag_channel_offset=nics * ag_offset,
         stage_degraded=stage,
         degraded_connections=degraded_connections,
+        flat_bcast=n > DEEP_MAX_SERVERS if flat_bcast is None else flat_bcast,
     )
     worst = min(servers, key=lambda sv: sv.bandwidth)
     meta = (
