@@ -126,3 +126,20 @@ def build_topology(
 
 def stdout_is_tty() -> bool:
     return sys.stdout.isatty()
+
+
+def load_schedule_for(path: Path, topo: Topology) -> Any:
+    """Read a schedule file (JSON, or MSCCL XML by its ``.xml`` suffix) and check that it
+    was made for ``topo``'s GPUs; raises ScheduleError naming the file otherwise."""
+    from resilientcc.errors import ScheduleError
+    from resilientcc.schedules.msccl import load_msccl
+    from resilientcc.schedules.serialize import load_schedule
+
+    sched = load_msccl(path) if path.suffix == ".xml" else load_schedule(path)
+    fp = topo.shape_fingerprint
+    if sched.ranks != topo.num_ranks or (sched.topology is not None and sched.topology != fp):
+        raise ScheduleError(
+            f"{path}: schedule was made for another topology ({sched.ranks} ranks, "
+            f"fingerprint {sched.topology}; this cluster: {topo.num_ranks} ranks, {fp})"
+        )
+    return sched

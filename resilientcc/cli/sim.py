@@ -22,28 +22,15 @@ from resilientcc.cli.common import (
     TopologyFileOpt,
     build_topology,
     handle_errors,
+    load_schedule_for,
     parse_size_option,
 )
-from resilientcc.errors import InputError, ResilientCCError, ScheduleError
+from resilientcc.errors import InputError, ResilientCCError
 from resilientcc.schedules.ir import Schedule
 from resilientcc.topology.model import Topology
 from resilientcc.units import format_size, format_time, parse_time
 
 __all__ = ["sim", "sim_report"]
-
-
-def _load(path: Path, topo: Topology) -> Schedule:
-    from resilientcc.schedules.serialize import load_schedule
-
-    sched = load_schedule(path)
-    if sched.ranks != topo.num_ranks or (
-        sched.topology is not None and sched.topology != topo.shape_fingerprint
-    ):
-        raise ScheduleError(
-            f"{path}: schedule was made for another topology ({sched.ranks} ranks, fingerprint "
-            f"{sched.topology}; this cluster: {topo.num_ranks} ranks, {topo.shape_fingerprint})"
-        )
-    return sched
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -196,7 +183,7 @@ def sim(
     )
     path = Path(schedule)
     if path.is_file():
-        sched = _load(path, topo)
+        sched = load_schedule_for(path, topo)
         algorithm = sched.name
     else:
         from resilientcc.schedules.generators import get_generator

@@ -21,11 +21,11 @@ from resilientcc.cli.common import (
     build_topology,
     die,
     handle_errors,
+    load_schedule_for,
     parse_size_option,
 )
 from resilientcc.errors import InputError
 from resilientcc.schedules.ir import Schedule
-from resilientcc.topology.model import Topology
 
 __all__ = ["EXIT_UNKNOWN", "EXIT_VIOLATED", "synth"]
 
@@ -34,20 +34,9 @@ EXIT_UNKNOWN = 3
 FORMATS = ("json", "msccl-xml")
 
 
-def _load(path: Path, topo: Topology) -> Schedule:
-    """Read a schedule file and check it belongs to ``topo`` and is an exact AllReduce."""
-    from resilientcc.errors import ScheduleError
+def _check_schedule(sched: Schedule) -> Schedule:
     from resilientcc.schedules.executor import check
-    from resilientcc.schedules.msccl import load_msccl
-    from resilientcc.schedules.serialize import load_schedule
 
-    sched = load_msccl(path) if path.suffix == ".xml" else load_schedule(path)
-    fp = topo.shape_fingerprint
-    if sched.ranks != topo.num_ranks or (sched.topology is not None and sched.topology != fp):
-        raise ScheduleError(
-            f"{path}: schedule was made for another topology ({sched.ranks} ranks, "
-            f"fingerprint {sched.topology}; this cluster: {topo.num_ranks} ranks, {fp})"
-        )
     return check(sched)
 
 
@@ -96,7 +85,7 @@ def synth(
     topo = build_topology(
         servers, gpus_per_server, nics_per_server, nic_bw, nvlink_bw, fabric, fail, topology_file
     )
-    sched = gen(topo, m) if gen is not None else _load(source, topo)
+    sched = gen(topo, m) if gen is not None else _check_schedule(load_schedule_for(source, topo))
     if fmt == "json":
         from resilientcc.schedules.serialize import save_schedule
 
