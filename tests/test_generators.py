@@ -51,9 +51,11 @@ def cluster(
     servers: int, gpus: int, fails: list[tuple[int, int]], scale: Fraction | None
 ) -> Topology:
     t = hierarchical(servers, gpus)
-    for s, k in fails:
-        if gpus > 1 and servers > 1 and s < servers and 0 < k < gpus:
+    lost: dict[int, int] = {}
+    for s, k in fails:  # keep at least one NIC alive on every server
+        if gpus > 1 and servers > 1 and s < servers and k > 0 and lost.get(s, 0) + k < gpus:
             t = fail_nics(t, s, k)
+            lost[s] = lost.get(s, 0) + k
     if scale is not None and servers > 1:
         t = scale_server_nics(t, servers - 1, scale)
     return t

@@ -258,3 +258,11 @@ def test_validate_direct_constructs() -> None:
     bad = dataclasses.replace(ok, links=(Link("a", "b", Fraction(0)), Link("b", "a", Fraction(1))))
     with pytest.raises(TopologyError, match="capacity"):
         validate(bad)
+
+
+def test_fail_count_twice_takes_further_nics_down():
+    from resilientcc.topology import fail_nics, hierarchical
+
+    t = fail_nics(fail_nics(hierarchical(2, 8), 0, 1), 0, 2)
+    assert [n.local for n in t.alive_nics(0)] == [3, 4, 5, 6, 7]
+    assert len(t.failures) == 2

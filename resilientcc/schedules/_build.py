@@ -384,3 +384,13 @@ class Builder:
                     release=release,
                     nbytes=nbytes,
                 )
+
+
+def generator_args(name: str, size: int | Fraction, options: Mapping[str, object]) -> Fraction:
+    """Validate a generator call: no unknown ``options`` and a positive ``size``; returns it exact."""
+    if options:
+        raise ScheduleError(f"{name}: unknown options {sorted(options)}")
+    frac = Fraction(size)
+    if frac <= 0:
+        raise ScheduleError(f"{name}: size must be positive, got {frac}")
+    return frac

@@ -18,7 +18,7 @@ from fractions import Fraction
 from typing import Any
 
 from resilientcc.errors import ScheduleError
-from resilientcc.schedules._build import Builder, server_view
+from resilientcc.schedules._build import Builder, generator_args, server_view
 from resilientcc.schedules.ir import COPY, REDUCE, Schedule
 from resilientcc.topology.model import Topology
 
@@ -59,11 +59,7 @@ def hierarchical(
         >>> s.ranks, len(s.chunks)
         (8, 8)
     """
-    if options:
-        raise ScheduleError(f"hierarchical: unknown options {sorted(options)}")
-    size = Fraction(size)
-    if size <= 0:
-        raise ScheduleError(f"hierarchical: size must be positive, got {size}")
+    size = generator_args("hierarchical", size, options)
     servers = server_view(topology)
     g = len(servers[0].ranks)
     if any(len(sv.ranks) != g for sv in servers):

@@ -54,7 +54,7 @@ from fractions import Fraction
 from typing import Any
 
 from resilientcc.errors import ScheduleError
-from resilientcc.schedules._build import Builder, ServerInfo, server_view
+from resilientcc.schedules._build import Builder, ServerInfo, generator_args, server_view
 from resilientcc.schedules.ir import COPY, REDUCE, Schedule
 from resilientcc.topology.model import Topology
 
@@ -479,11 +479,7 @@ def optcc(
         >>> s.meta_get("share_straggler")
         '0'
     """
-    if options:
-        raise ScheduleError(f"optcc: unknown options {sorted(options)}")
-    size = Fraction(size)
-    if size <= 0:
-        raise ScheduleError(f"optcc: size must be positive, got {size}")
+    size = generator_args("optcc", size, options)
     servers = server_view(topology)
     n = len(servers)
     k = pieces if pieces is not None else default_pieces(size, n)

@@ -23,7 +23,7 @@ from fractions import Fraction
 from typing import Any
 
 from resilientcc.errors import ScheduleError
-from resilientcc.schedules._build import Builder, ServerInfo, server_view
+from resilientcc.schedules._build import Builder, ServerInfo, generator_args, server_view
 from resilientcc.schedules.ir import Schedule
 from resilientcc.schedules.optcc import DirectPlan, default_pieces, direct_allreduce
 from resilientcc.topology.model import Topology
@@ -73,11 +73,7 @@ def r2cc_allreduce(
         >>> s.meta_get("tail_fraction")
         '1/2'
     """
-    if options:
-        raise ScheduleError(f"r2cc_allreduce: unknown options {sorted(options)}")
-    size = Fraction(size)
-    if size <= 0:
-        raise ScheduleError(f"r2cc_allreduce: size must be positive, got {size}")
+    size = generator_args("r2cc_allreduce", size, options)
     servers = server_view(topology)
     full = max(sv.bandwidth for sv in servers)
     worst = min(servers, key=lambda sv: sv.bandwidth)

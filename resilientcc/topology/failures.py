@@ -43,7 +43,8 @@ def fail_nics(topo: Topology, server: int, nics: int | Iterable[int]) -> Topolog
     Args:
         topo: the topology.
         server: server index.
-        nics: a count ``k`` (fails ``nic0 .. nic{k-1}``) or an iterable of NIC indices.
+        nics: a count ``k`` (fails the ``k`` lowest-numbered NICs still alive, so on a
+            healthy server ``nic0 .. nic{k-1}``) or an iterable of NIC indices.
 
     Raises:
         TopologyError: unknown server or NIC, a NIC already failed, or a GPU left cut off
@@ -57,9 +58,13 @@ def fail_nics(topo: Topology, server: int, nics: int | Iterable[int]) -> Topolog
     """
     names = _server_nics(topo, server)
     if isinstance(nics, int):
-        if nics < 0 or nics > len(names):
-            raise TopologyError(f"server {server}: cannot fail {nics} NICs, it has {len(names)}")
-        idx = list(range(nics))
+        alive = [n.local for n in topo.nics_of_server[server] if not n.failed]
+        if nics < 0 or nics > len(alive):
+            raise TopologyError(
+                f"server {server}: cannot fail {nics} NICs, it has {len(alive)} alive "
+                f"(of {len(names)})"
+            )
+        idx = sorted(i for i in alive[:nics] if i is not None)
     else:
         idx = sorted(set(nics))
     if not idx:
