@@ -119,22 +119,14 @@ class ScheduleGraph:
 
     @cached_property
     def dep_order(self) -> tuple[int, ...] | None:
-        """A topological order of ``deps`` only (the executor's order), or None."""
-        indeg = {t.id: len(set(t.deps)) for t in self.transfers}
-        users: dict[int, list[int]] = {}
-        for d, t in self.dep_edges:
-            users.setdefault(d, []).append(t)
-        ready = [i for i, k in indeg.items() if k == 0]
-        heapq.heapify(ready)
-        out: list[int] = []
-        while ready:
-            i = heapq.heappop(ready)
-            out.append(i)
-            for u in users.get(i, ()):
-                indeg[u] -= 1
-                if indeg[u] == 0:
-                    heapq.heappush(ready, u)
-        return tuple(out) if len(out) == len(indeg) else None
+        """A topological order of ``deps`` only (the executor's order), or None on a cycle."""
+        from resilientcc.errors import ScheduleError
+        from resilientcc.schedules.executor import topological_order
+
+        try:
+            return topological_order(self.schedule)
+        except ScheduleError:
+            return None
 
     def find_cycle(self) -> tuple[tuple[int, int, str], ...]:
         """A cycle of deps ∪ FIFO edges as ``(from, to, "dep"|"fifo")`` triples, or ()."""
