@@ -169,3 +169,23 @@ def test_server_view_health():
     assert sv[1].alive == (2, 3, 4, 5, 6, 7)
     assert sv[1].egress == sv[0].egress * Fraction(6, 8)
     assert sv[0].rail_rank(3) == 3 and sv[2].rail_rank(0) == 16
+
+
+def test_builder_arrange_gives_busy_positions_to_idle_gpus():
+    """A binomial reduce's root keeps its place; the 2-child position goes to the least-received GPU."""
+
+    b = Builder("t", 8)
+    x = b.chunk(Fraction(1))
+    # ranks 1..6 have received a lot, rank 7 nothing
+    for r in range(1, 7):
+        b.add(0, r, x, "copy", nbytes=100.0)
+    out = b.arrange(list(range(8)), "reduce")
+    assert out[0] == 0 and sorted(out) == list(range(8))
+    children = [0] * 8
+    for _c, p in binomial_order(8):
+        children[p] += 1
+    busiest = max(range(1, 8), key=lambda i: children[i])
+    assert out[busiest] == 7
+    # bcast: by sends; rank 0 sent 600 bytes so it never gets a busy free position
+    out_b = b.arrange([3, 0, 1, 2, 4, 5, 6, 7], "bcast")
+    assert out_b[0] == 3 and out_b[busiest] != 0

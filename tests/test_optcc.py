@@ -17,6 +17,7 @@ from resilientcc.schedules.optcc import (
     rail_weights,
 )
 from resilientcc.schedules.r2cc import r2cc_allreduce, r2cc_model
+from resilientcc.schedules.ring import ring
 from resilientcc.topology import fail_nics, hierarchical, uniform_switch
 
 M = Fraction(2**30)
@@ -145,7 +146,58 @@ def test_broadcasts_are_binomial_trees():
 
     assert fanout(optcc(topo, M, pieces=1)) == 3  # 3 servers: trees by default
     assert fanout(optcc(topo, M, pieces=1, flat_bcast=True)) == 7
-    # above DEEP_MAX_SERVERS servers healthy servers broadcast flat by default
-    big = fail_nics(hierarchical(8, 8), 0, 4)
-    assert fanout(optcc(big, Fraction(2**20), pieces=1, check=False)) == 7
-    assert fanout(optcc(big, Fraction(2**20), pieces=1, flat_bcast=False, check=False)) == 3
+    # 8 servers, coupled (1 NIC lost) and decoupled (4 lost): trees too
+    for lost in (1, 4):
+        big = fail_nics(hierarchical(8, 8), 0, lost)
+        assert fanout(optcc(big, Fraction(2**20), pieces=1, check=False)) == 3
+
+
+def _ancestors(s, tid):
+    by_id = {t.id: t for t in s.transfers}
+    seen, stack = set(), [tid]
+    while stack:
+        for d in by_id[stack.pop()].deps:
+            if d not in seen:
+                seen.add(d)
+                stack.append(d)
+    return seen
+
+
+@pytest.mark.parametrize("servers,gpus,lost", [(3, 4, 2), (4, 8, 4)])
+def test_decoupled_straggler_ingress_never_waits_for_its_egress(servers, gpus, lost):
+    """β ≤ β*: what the straggler receives never depends on what it sent (module docs)."""
+    topo = fail_nics(hierarchical(servers, gpus), 0, lost)
+    s = optcc(topo, Fraction(2**26), pieces=2)
+    assert s.meta_get("share_straggler") == "0"
+    egress = {t.id for t in s.transfers if t.src // gpus == 0 and t.dst // gpus != 0}
+    ingress = [t.id for t in s.transfers if t.dst // gpus == 0 and t.src // gpus != 0]
+    assert egress and ingress
+    for tid in ingress:
+        assert not (_ancestors(s, tid) & egress), f"ingress transfer {tid} waits for egress"
+    # coupled variant (decouple=False): results return only after the partial went out
+    c = optcc(topo, Fraction(2**26), pieces=2, decouple=False)
+    eg_c = {t.id for t in c.transfers if t.src // gpus == 0 and t.dst // gpus != 0}
+    assert any(
+        _ancestors(c, t.id) & eg_c for t in c.transfers if t.dst // gpus == 0 and t.src // gpus != 0
+    )
+
+
+def test_decoupled_straggler_moves_exactly_the_bound_bytes():
+    """The straggler sends M and receives M (the cut the bound is made of), no more."""
+    topo = fail_nics(hierarchical(4, 8), 0, 4)
+    s = optcc(topo, M, pieces=3)
+    size = {c.index: c.size for c in s.chunks}
+    out = sum(size[t.chunk] for t in s.transfers if t.src // 8 == 0 and t.dst // 8 != 0)
+    inn = sum(size[t.chunk] for t in s.transfers if t.dst // 8 == 0 and t.src // 8 != 0)
+    assert out == 1 and inn == 1
+
+
+def test_no_degraded_server_is_the_ring():
+    topo = hierarchical(3, 4)
+    s = optcc(topo, M)
+    r = ring(topo, M)
+    assert s.name == "optcc" and s.transfers == r.transfers
+    assert s.meta_get("variant").startswith("ring")
+    d = optcc(topo, M, direct=True)
+    assert d.transfers != r.transfers
+    assert executor.execute(d).ok

@@ -174,6 +174,9 @@ class Builder:
         self.order_by_release = False
         self._end: list[float] = []
         self._last_write: dict[tuple[int, int], int] = {}
+        #: estimated bytes each rank sent / received inside its server (for :meth:`arrange`)
+        self.intra_up: dict[int, float] = {}
+        self.intra_down: dict[int, float] = {}
         self._readers: dict[tuple[int, int], list[int]] = {}
 
     # ----- chunks
@@ -225,6 +228,9 @@ class Builder:
             if self._end[d] > est:
                 est = self._end[d]
         dur = (NET_LAT + nbytes / NET_BW) if net else (NVL_LAT + nbytes / NVL_BW)
+        if not net:
+            self.intra_up[src] = self.intra_up.get(src, 0.0) + nbytes
+            self.intra_down[dst] = self.intra_down.get(dst, 0.0) + nbytes
         self._src.append(src)
         self._dst.append(dst)
         self._chunk.append(chunk)
@@ -285,6 +291,33 @@ class Builder:
         if check and len(transfers) <= CHECK_CAP_TRANSFERS:
             executor.check(sched)
         return sched
+
+    def arrange(
+        self, nodes: Sequence[int], kind: str, *, front: int = 1, keep_last: bool = False
+    ) -> list[int]:
+        """Reorder ``nodes`` for a binomial tree so the busiest positions go to idle GPUs.
+
+        The first ``front`` nodes (and the last, with ``keep_last``) keep their positions.
+        For a ``"reduce"`` the positions with most children (most receives) go to the
+        ranks that have received least so far inside their server; for a ``"bcast"``
+        those with most children (most sends) go to the ranks that have sent least.
+        """
+        n = len(nodes)
+        children = [0] * n
+        for _c, p in binomial_order(n):
+            children[p] += 1
+        fixed = set(range(min(front, n)))
+        if keep_last and n - 1 not in fixed:
+            fixed.add(n - 1)
+        free_pos = [i for i in range(n) if i not in fixed]
+        free_nodes = [nodes[i] for i in free_pos]
+        load = self.intra_down if kind == "reduce" else self.intra_up
+        free_pos.sort(key=lambda i: (-children[i], i))
+        free_nodes.sort(key=lambda r: load.get(r, 0.0))
+        out = list(nodes)
+        for i, r in zip(free_pos, free_nodes, strict=True):
+            out[i] = r
+        return out
 
     # ----- composite patterns
     def tree_reduce(
