@@ -16,23 +16,48 @@ Semantics (they implement the IR of :mod:`resilientcc.schedules.ir`):
 * The collective's time is the last completion plus ``base_latency`` (NCCL's 8.4 µs),
   added once.
 
-Implementation: struct-of-arrays over the transfers (dependency and connection
-pointers, route ids) and over the active flows; at every event time all flows that
-drain together and all completions due together are handled as one numpy batch; the
-max-min allocation is progressive filling vectorised over a flow–link incidence list.
+Implementation. :class:`_Prepared` turns the schedule into arrays once (numpy, then
+plain lists for the event loop): dependency and connection (FIFO) pointers, one route per
+connection (plus one per distinct pinned route), route latencies and private caps (the
+narrowest link). The event loop (:func:`_run`) is plain Python, because most events
+touch one or a few flows and numpy's per-call overhead would dominate. Its cost is per
+*changed* flow, not per active flow:
+
+* **Lazy progress.** A flow keeps ``(bytes left at t0, t0)`` and its rate; its
+  finish time sits in a heap and is only recomputed when its rate changes (stale heap
+  entries are skipped by a version number). Completions (finish + route latency) are a
+  second heap.
+* **Links that can bind.** A connection has at most one transfer transmitting, so a
+  link can only ever bind if the private caps of the connections crossing it sum to
+  more than its capacity; other links are ignored. At run time a link is a *candidate*
+  while its active flows' private caps sum to more than its capacity (1e-9 relative):
+  a non-candidate link cannot bind (rates never exceed private caps).
+* **Classes.** Flows whose routes cross the same bindable links and have the same
+  private cap always get the same max-min rate: max-min runs over such classes with a
+  multiplicity (:func:`resilientcc.sim.maxmin.waterfill`).
+* **Components.** The max-min allocation splits over the connected components of the
+  graph of active classes and candidate links. When flows start or end, only the
+  components around the links they touch are recomputed; every other flow keeps its
+  rate and its heap entry.
+
+All flows draining within a relative 1e-10 of the earliest one (plus 1e-13 of the
+current time) finish in the same event, and all completions due within 1e-12 of it are
+handled with it, exactly as one batch; the number of loop iterations is ``num_events``.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import operator
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from resilientcc.errors import SimulationError
 from resilientcc.schedules.ir import Schedule
+from resilientcc.sim.maxmin import maxmin_rates, waterfill
 from resilientcc.sim.result import SimResult
 from resilientcc.sim.routing import Router
 from resilientcc.topology.model import Topology
@@ -43,31 +68,8 @@ DEFAULT_BASE_LATENCY = 8.4e-6
 LATENCY_MODES = ("critical_path", "rerun")
 
 _RTOL = 1e-10  # flows draining within this relative tolerance of each other finish together
-
-
-def maxmin_rates(
-    flow_of_entry: np.ndarray, link_of_entry: np.ndarray, num_flows: int, capacity: np.ndarray
-) -> np.ndarray:
-    """Max-min fair rates by progressive filling.
-
-    Args:
-        flow_of_entry, link_of_entry: the flow–link incidence list (one entry per link of
-            each flow's route).
-        num_flows: number of flows (a flow with no entry gets rate ``inf``).
-        capacity: capacity of every link (indexed by ``link_of_entry``).
-
-    Example:
-        >>> import numpy as np
-        >>> # flows 0, 1 share link 0 (cap 2); flow 1 also crosses link 1 (cap 0.5)
-        >>> maxmin_rates(np.array([0, 1, 1]), np.array([0, 0, 1]), 2, np.array([2.0, 0.5]))
-        array([1.5, 0.5])
-    """
-    capacity = np.asarray(capacity, dtype=float)
-    fcap = np.full(num_flows, np.inf)
-    if flow_of_entry.size:
-        np.minimum.at(fcap, flow_of_entry, capacity[link_of_entry])
-    order = np.argsort(flow_of_entry, kind="stable")
-    return _capped_maxmin(flow_of_entry[order], link_of_entry[order], fcap, capacity)
+_BIND_RTOL = 1e-9  # a link binds only if its flows' private caps exceed its capacity by more
+_KEEP_RTOL = 1e-9  # margin below xstar under which classes keep their rates
 
 
 def _gather(ptr: np.ndarray, data: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -83,23 +85,23 @@ def _gather(ptr: np.ndarray, data: np.ndarray, rows: np.ndarray) -> tuple[np.nda
     return data[idx], owner
 
 
+def _column(ts: tuple[object, ...], name: str) -> np.ndarray:
+    return np.fromiter(map(operator.attrgetter(name), ts), np.int64, len(ts))
+
+
 class _Prepared:
-    """Arrays derived from a schedule and a topology (routes, deps, connections)."""
+    """Arrays derived from a schedule and a topology (routes, deps, connections, classes)."""
 
     def __init__(self, schedule: Schedule, topology: Topology) -> None:
         ts = schedule.transfers
         n = len(ts)
         self.n = n
         p = schedule.ranks
-        cols = np.array(
-            list(map(operator.attrgetter("id", "src", "dst", "chunk", "channel"), ts)),
-            dtype=np.int64,
-        ).reshape(n, 5)
-        self.ids = np.ascontiguousarray(cols[:, 0])
-        self.src = np.ascontiguousarray(cols[:, 1])
-        self.dst = np.ascontiguousarray(cols[:, 2])
-        chunk = cols[:, 3]
-        channel = cols[:, 4]
+        self.ids = _column(ts, "id")
+        self.src = _column(ts, "src")
+        self.dst = _column(ts, "dst")
+        chunk = _column(ts, "chunk")
+        channel = _column(ts, "channel")
         deps_lists = list(map(operator.attrgetter("deps"), ts))
         chunk_bytes = np.array([float(c.size * schedule.size) for c in schedule.chunks])
         self.nbytes = chunk_bytes[chunk] if n else np.zeros(0)
@@ -123,19 +125,20 @@ class _Prepared:
         )
         user = np.repeat(np.arange(n), ndeps_raw)
         dep = to_pos(flat)
-        if dep.size:
-            key = dep * n + user
-            ukey = np.unique(key)
-            if len(ukey) != len(key):
-                dep, user = ukey // n, ukey % n
+        if dep.size > 1:
+            key = user * n + dep  # nondecreasing in user; sorted if every deps tuple is
+            if not bool((key[1:] >= key[:-1]).all()):
+                key = np.sort(key)
+            if bool((key[1:] == key[:-1]).any()):
+                key = key[np.concatenate([[True], key[1:] != key[:-1]])]
+                user, dep = key // n, key % n
         self.ndeps = np.bincount(user, minlength=n).astype(np.int64)
         order = np.argsort(dep, kind="stable")
         self.users = user[order]
         self.users_ptr = np.concatenate([[0], np.cumsum(np.bincount(dep, minlength=n))]).astype(
             np.int64
         )
-        udeps_order = np.argsort(user, kind="stable")
-        self.deps_flat = dep[udeps_order]
+        self.deps_flat = dep  # grouped by user, in user order
         self.deps_ptr = np.concatenate([[0], np.cumsum(self.ndeps)]).astype(np.int64)
 
         # connections and their FIFO order
@@ -160,9 +163,7 @@ class _Prepared:
             routes.append(router.route(s, d, ch))
         self.route = conn.astype(np.int64)
         pinned_ids: dict[tuple[tuple[str, ...], int, int], int] = {}
-        routes_pinned = list(map(operator.attrgetter("route"), ts))
-        for i in [i for i, r in enumerate(routes_pinned) if r is not None]:
-            t = ts[i]
+        for i, t in enumerate(ts):
             if t.route is not None:
                 pkey = (t.route, t.src, t.dst)
                 rid = pinned_ids.get(pkey)
@@ -184,184 +185,304 @@ class _Prepared:
         link_lat = np.array([float(lk.latency) for lk in links])
         self.rlat = np.array([float(link_lat[list(r)].sum()) if r else 0.0 for r in routes])
         self.rcap = np.array([float(self.capacity[list(r)].min()) if r else np.inf for r in routes])
+        self._classes(routes, conn)
+
+    def _classes(self, routes: list[tuple[int, ...]], conn: np.ndarray) -> None:
+        """Bindable links and the class of every route (``-1``: crosses none)."""
+        n_links, n_routes = len(self.capacity), len(routes)
+        # the most a connection can put on a link: the largest private cap of its routes
+        pair = np.unique(conn * n_routes + self.route) if self.n else np.zeros(0, np.int64)
+        pc, pr = pair // max(n_routes, 1), pair % max(n_routes, 1)
+        lk, owner = _gather(self.rptr, self.rlinks, pr)
+        weight = self.rcap[pr][owner]
+        if len(pair) != n_routes or not np.array_equal(pr, pc):  # some pinned routes
+            order = np.lexsort((weight, lk, pc[owner]))  # per (connection, link): largest last
+            ck = (pc[owner] * n_links + lk)[order]
+            last = np.concatenate([ck[1:] != ck[:-1], [True]]) if ck.size else ck.astype(bool)
+            lk, weight = lk[order][last], weight[order][last]
+        most = np.bincount(lk, weights=weight, minlength=n_links)
+        self.bindable = most > self.capacity * (1 + _BIND_RTOL)
+        cls_of: dict[tuple[tuple[int, ...], float], int] = {}
+        self.route_class: list[int] = []
+        self.class_links: list[tuple[int, ...]] = []
+        self.class_cap: list[float] = []
+        bind = self.bindable.tolist()
+        for r, path in enumerate(routes):
+            bl = tuple(li for li in path if bind[li])
+            if not bl:
+                self.route_class.append(-1)
+                continue
+            key = (bl, float(self.rcap[r]))
+            k = cls_of.get(key)
+            if k is None:
+                k = cls_of[key] = len(self.class_links)
+                self.class_links.append(bl)
+                self.class_cap.append(key[1])
+            self.route_class.append(k)
 
 
-def _capped_maxmin(fe: np.ndarray, le: np.ndarray, fcap: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """Max-min rates of flows with private caps ``fcap`` (their routes' narrowest link).
+@dataclass
+class _Run:
+    """Per-transfer times of one run (numpy arrays indexed like the transfers)."""
 
-    Links whose total demand at the private caps fits their capacity can never bind and
-    are dropped first; flows left without a candidate link run at their private cap.
-    """
-    rate = fcap.copy()
-    if fe.size == 0:
-        return rate
-    n_links = len(cap)
-    demand = np.bincount(le, weights=fcap[fe], minlength=n_links)
-    cand = demand > cap * (1 + 1e-12)
-    if not cand.any():
-        return rate
-    keep = cand[le]
-    fe, le = fe[keep], le[keep]
-    if n_links > 4096:  # compress to the links in play
-        links, le = np.unique(le, return_inverse=True)
-        le = le.reshape(-1)
-        residual = cap[links].astype(float)
-    else:
-        residual = cap.astype(float)
-    n_loc = len(residual)
-    num_flows = len(fcap)
-    tol = 1 + 1e-12
-    # Parallel progressive filling: every *local* bottleneck (a link whose fair share is
-    # the smallest on every flow crossing it, or a flow's private cap below all its
-    # links' shares) is frozen in the same round. Freezing flows at a level below a
-    # link's share only raises that share, so this equals one-at-a-time filling.
-    while fe.size:
-        cnt = np.bincount(le, minlength=n_loc)
-        used = cnt > 0
-        share = np.full(n_loc, np.inf)
-        share[used] = residual[used] / cnt[used]
-        fmin = fcap.copy()
-        np.minimum.at(fmin, fe, share[le])
-        linkmin = np.full(n_loc, np.inf)
-        np.minimum.at(linkmin, le, fmin[fe])
-        frozen = np.zeros(num_flows, dtype=bool)
-        frozen[fe[(used & (share <= linkmin * tol))[le]]] = True
-        frozen[fe[fcap[fe] <= fmin[fe] * tol]] = True
-        rate[frozen] = fmin[frozen]
-        ent = frozen[fe]
-        residual -= np.bincount(le[ent], weights=rate[fe[ent]], minlength=n_loc)
-        np.maximum(residual, 0.0, out=residual)
-        keep = ~ent
-        fe, le = fe[keep], le[keep]
-    return rate
+    start: np.ndarray
+    txend: np.ndarray
+    end: np.ndarray
+    lat: np.ndarray
+    events: int
+    makespan: float
 
 
-def _run(prep: _Prepared, zero_latency: bool) -> dict[str, Any]:
+def _run(prep: _Prepared, zero_latency: bool) -> _Run:
+    """The event loop (see the module docstring)."""
     n = prep.n
-    rlat = np.zeros_like(prep.rlat) if zero_latency else prep.rlat
-    route = prep.route
-    lat_of = rlat[route] if n else np.zeros(0)
-    fcap_of = prep.rcap[route] if n else np.zeros(0)
-    remdeps = prep.ndeps.copy()
-    started = np.zeros(n, dtype=bool)
-    txdone = np.zeros(n, dtype=bool)
-    start_t = np.full(n, np.nan)
-    txend_t = np.full(n, np.nan)
-    end_t = np.full(n, np.nan)
-    pred, succ = prep.pred, prep.succ
-    nbytes = prep.nbytes
-    rptr, rlinks = prep.rptr, prep.rlinks
-    users_ptr, users = prep.users_ptr, prep.users
-    cap = prep.capacity
+    heappush, heappop = heapq.heappush, heapq.heappop
+    inf = math.inf
+    # per transfer
+    nbytes = prep.nbytes.tolist()
+    lat_np = np.zeros(n) if zero_latency else prep.rlat[prep.route]
+    lat = lat_np.tolist()
+    cls_np = np.array(prep.route_class, dtype=np.int64)[prep.route] if n else np.zeros(0, int)
+    tcls = cls_np.tolist()
+    tcap = prep.rcap[prep.route].tolist()
+    succ = prep.succ.tolist()
+    pred = prep.pred.tolist()
+    uptr = prep.users_ptr.tolist()
+    users = prep.users.tolist()
+    remdeps = prep.ndeps.tolist()
+    # per class and per link
+    clinks = prep.class_links
+    ccap = prep.class_cap
+    cap = prep.capacity.tolist()
+    captol = (prep.capacity * (1 + _BIND_RTOL)).tolist()
+    n_links, n_cls = len(cap), len(clinks)
 
-    # active flows (struct of arrays) and their flow-link incidence (fe: slot, le: link)
-    a_tid = np.zeros(0, dtype=np.int64)
-    a_rem = np.zeros(0)
-    a_rate = np.zeros(0)
-    a_fcap = np.zeros(0)
-    fe = np.zeros(0, dtype=np.int64)
-    le = np.zeros(0, dtype=np.int64)
-    demand = np.zeros(len(cap))  # per link: sum of the private caps of its active flows
-    cap_tol = cap * (1 + 1e-9)
-    heap: list[tuple[float, int, np.ndarray]] = []
+    # links that can bind: sum of the private caps and number of the active flows on them,
+    # whether that sum exceeds the capacity (a candidate), the classes active on them
+    demand = [0.0] * n_links
+    lcnt = [0] * n_links
+    hot = bytearray(n_links)
+    lcls: list[set[int]] = [set() for _ in range(n_links)]
+    # classes: active flows and their number, the current rate (private cap when idle)
+    mult = [0] * n_cls
+    members: list[set[int]] = [set() for _ in range(n_cls)]
+    crate = list(ccap)
+    # transfers
+    txdone = bytearray(n)
+    start_t = [math.nan] * n
+    txend_t = [math.nan] * n
+    end_t = [math.nan] * n
+    rem0 = [0.0] * n  # flows of a class: bytes left at time t0, rate changed at t0
+    t0 = [0.0] * n
+    fver = [0] * n  # version of a class flow's live entry in fheap
+    # finish heaps: class flows one by one (versioned), other flows in groups that
+    # started together and finish together; completions in groups
+    fheap: list[tuple[float, int, int]] = []
+    gheap: list[tuple[float, int, list[int]]] = []
+    cheap: list[tuple[float, int, list[int]]] = []
     seq = 0
     t = 0.0
     events = 0
-    changed = False
-    empty = np.zeros(0, dtype=np.int64)
+    seeds: set[int] = set()  # bindable links whose flows changed in this event
+    xstar = inf  # flows that left had this rate or more, flows that joined get at least this
+    epoch = 0  # marks of the current recomputation: links and classes seen
+    lseen = [0] * n_links
+    cseen = [0] * n_cls
 
-    new = np.flatnonzero((remdeps == 0) & (pred < 0))
+    def recompute() -> None:
+        """Max-min over the components around ``seeds``; re-time flows whose rate changed.
+
+        Classes slower than ``xstar`` keep their rates (see the module docstring): they
+        only take their share off the capacity of the links they share with the others.
+        """
+        nonlocal seq, epoch, xstar
+        epoch += 1
+        lo = xstar * (1 - _KEEP_RTOL) if xstar < inf else -1.0
+        xstar = inf
+        comp: list[int] = []  # classes to recompute
+        residual: dict[int, float] = {}  # their candidate links: capacity left to them
+
+        def visit(li: int) -> None:
+            used = 0.0
+            for k in lcls[li]:
+                rk = crate[k]
+                if rk < lo:
+                    used += rk * mult[k]
+                elif cseen[k] != epoch:
+                    cseen[k] = epoch
+                    comp.append(k)
+            residual[li] = cap[li] - used
+
+        for li in seeds:  # a seed's classes are recomputed even if it stopped binding
+            lseen[li] = epoch
+            if hot[li]:
+                visit(li)
+            else:
+                for k in lcls[li]:
+                    if crate[k] >= lo and cseen[k] != epoch:
+                        cseen[k] = epoch
+                        comp.append(k)
+        seeds.clear()
+        hot_links: list[list[int]] = []
+        for k in comp:  # grows while iterating: breadth-first over the candidate links
+            hl = []
+            for li in clinks[k]:
+                if hot[li]:
+                    hl.append(li)
+                    if lseen[li] != epoch:
+                        lseen[li] = epoch
+                        visit(li)
+            hot_links.append(hl)
+        rates = waterfill([mult[k] for k in comp], [ccap[k] for k in comp], hot_links, residual)
+        for k, r in zip(comp, rates, strict=True):
+            old = crate[k]
+            if r == old:
+                continue
+            crate[k] = r
+            for i in members[k]:
+                left = rem0[i] - old * (t - t0[i])
+                rem0[i] = left
+                t0[i] = t
+                seq += 1
+                fver[i] = seq
+                heappush(fheap, (t + left / r if r > 0 else inf, seq, i))
+
+    to_start: list[int] = np.flatnonzero((prep.ndeps == 0) & (prep.pred < 0)).tolist()
     while True:
-        if new.size:
-            started[new] = True
-            start_t[new] = t
-            links_new, owner = _gather(rptr, rlinks, route[new])
-            fe = np.concatenate([fe, owner + a_tid.size])
-            le = np.concatenate([le, links_new])
-            a_tid = np.concatenate([a_tid, new])
-            a_rem = np.concatenate([a_rem, nbytes[new]])
-            new_cap = fcap_of[new]
-            a_fcap = np.concatenate([a_fcap, new_cap])
-            np.add.at(demand, links_new, new_cap[owner])
-            if not changed and (demand[links_new] > cap_tol[links_new]).any():
-                changed = True
-            if not changed:  # the new flows meet no link that can bind: others unchanged
-                a_rate = np.concatenate([a_rate, new_cap])
-        if changed:
-            a_rate = _capped_maxmin(fe, le, a_fcap, cap)
-            changed = False
-        if a_tid.size:
-            tf = a_rem / a_rate
-            dtf = float(tf.min())
-        else:
-            tf = a_rem
-            dtf = np.inf
-        tc = heap[0][0] if heap else np.inf
-        tn = min(t + dtf, tc)
-        if tn == np.inf:
+        if to_start:
+            joined: list[int] = []
+            groups: dict[float, list[int]] = {}
+            for i in to_start:
+                start_t[i] = t
+                k = tcls[i]
+                if k < 0:  # crosses no link that can bind: runs at its private cap
+                    fc = tcap[i]
+                    tf = t + nbytes[i] / fc if fc > 0 else inf
+                    g = groups.get(tf)
+                    if g is None:
+                        groups[tf] = [i]
+                    else:
+                        g.append(i)
+                    continue
+                rem0[i] = nbytes[i]
+                t0[i] = t
+                if not mult[k]:
+                    for li in clinks[k]:
+                        lcls[li].add(k)
+                mult[k] += 1
+                fc = ccap[k]
+                for li in clinks[k]:
+                    d = demand[li] + fc
+                    demand[li] = d
+                    lcnt[li] += 1
+                    if d > captol[li]:
+                        hot[li] = 1
+                        seeds.add(li)
+                joined.append(i)
+            for tf, g in groups.items():
+                seq += 1
+                heappush(gheap, (tf, seq, g))
+            to_start = []
+            for i in joined:  # a lower bound on its max-min rate: its fair share
+                k = tcls[i]
+                lb = ccap[k]
+                for li in clinks[k]:
+                    if hot[li] and cap[li] < lb * lcnt[li]:
+                        lb = cap[li] / lcnt[li]
+                if lb < xstar:
+                    xstar = lb
+            if seeds:
+                recompute()
+            for i in joined:
+                k = tcls[i]
+                members[k].add(i)
+                r = crate[k]
+                seq += 1
+                fver[i] = seq
+                heappush(fheap, (t + rem0[i] / r if r > 0 else inf, seq, i))
+        elif seeds:
+            recompute()
+        xstar = inf
+
+        while fheap and fver[fheap[0][2]] != fheap[0][1]:
+            heappop(fheap)
+        tn = fheap[0][0] if fheap else inf
+        if gheap and gheap[0][0] < tn:
+            tn = gheap[0][0]
+        if cheap and cheap[0][0] < tn:
+            tn = cheap[0][0]
+        if tn == inf:
             break
         events += 1
-        dt = tn - t
-        to_start: list[np.ndarray] = []
-        if a_tid.size:
-            fin = tf <= dt * (1 + _RTOL) + tn * 1e-13
-            a_rem = a_rem - a_rate * dt
-            if fin.any():
-                done_tx = a_tid[fin]
-                keep = ~fin
-                ek = keep[fe]
-                gone = le[~ek]
-                if (demand[gone] > cap_tol[gone]).any():
-                    changed = True  # a flow left a link that could bind: others may speed up
-                np.subtract.at(demand, gone, a_fcap[fe[~ek]])
-                slot = np.cumsum(keep) - 1
-                fe, le = slot[fe[ek]], le[ek]
-                a_tid, a_rem, a_rate, a_fcap = a_tid[keep], a_rem[keep], a_rate[keep], a_fcap[keep]
-                txdone[done_tx] = True
-                txend_t[done_tx] = tn
-                lats = lat_of[done_tx]
-                lo, hi = float(lats.min()), float(lats.max())
-                if lo == hi:
-                    heapq.heappush(heap, (tn + lo, seq, done_tx))
-                    seq += 1
+        # flows draining by tn (within the tolerance) finish transmitting now
+        done: list[int] = []
+        bound = t + ((tn - t) * (1 + _RTOL) + tn * 1e-13)
+        while gheap and gheap[0][0] <= bound:
+            done += heappop(gheap)[2]
+        while fheap:
+            tf, v, i = fheap[0]
+            if fver[i] != v:
+                heappop(fheap)
+                continue
+            if tf > bound:
+                break
+            heappop(fheap)
+            k = tcls[i]
+            if crate[k] < xstar:
+                xstar = crate[k]
+            members[k].discard(i)
+            m = mult[k] - 1
+            mult[k] = m
+            fc = ccap[k]
+            for li in clinks[k]:
+                if hot[li]:
+                    seeds.add(li)
+                c = lcnt[li] - 1
+                lcnt[li] = c
+                d = demand[li] - fc if c else 0.0
+                demand[li] = d
+                hot[li] = d > captol[li]
+                if not m:
+                    lcls[li].discard(k)
+            if not m:
+                crate[k] = fc
+            done.append(i)
+        if done:
+            groups = {}
+            for i in done:
+                txdone[i] = 1
+                txend_t[i] = tn
+                lt = lat[i]
+                g = groups.get(lt)
+                if g is None:
+                    groups[lt] = [i]
                 else:
-                    ulat, inv = np.unique(lats, return_inverse=True)
-                    inv = inv.reshape(-1)
-                    for gi, lv in enumerate(ulat.tolist()):
-                        heapq.heappush(heap, (tn + lv, seq, done_tx[inv == gi]))
-                        seq += 1
-                nxt = succ[done_tx]
-                nxt = nxt[nxt >= 0]
-                if nxt.size:
-                    nxt = nxt[(remdeps[nxt] == 0) & ~started[nxt]]
-                    to_start.append(nxt)
+                    g.append(i)
+                s = succ[i]
+                if s >= 0 and not remdeps[s]:  # its connection is free, it is ready
+                    to_start.append(s)
+            for lt, g in groups.items():
+                seq += 1
+                heappush(cheap, (tn + lt, seq, g))
         t = tn
+        # completions due now: dependants may become ready
         limit = t * (1 + 1e-12) + 1e-300
-        if heap and heap[0][0] <= limit:
-            groups = []
-            while heap and heap[0][0] <= limit:
-                tt, _, grp = heapq.heappop(heap)
-                end_t[grp] = tt
-                groups.append(grp)
-            comp = groups[0] if len(groups) == 1 else np.concatenate(groups)
-            us, _ = _gather(users_ptr, users, comp)
-            if us.size:
-                np.subtract.at(remdeps, us, 1)
-                newly = us[remdeps[us] == 0]
-                if newly.size:
-                    if newly.size > 1:
-                        newly = np.unique(newly)
-                    pr = pred[newly]
-                    ok = (pr < 0) | txdone[np.maximum(pr, 0)]
-                    to_start.append(newly[ok])
-        if to_start:
-            new = to_start[0] if len(to_start) == 1 else np.concatenate(to_start)
-        else:
-            new = empty
+        while cheap and cheap[0][0] <= limit:
+            tc, _, g = heappop(cheap)
+            for i in g:
+                end_t[i] = tc
+                for u in users[uptr[i] : uptr[i + 1]]:
+                    d = remdeps[u] - 1
+                    remdeps[u] = d
+                    if not d:
+                        p = pred[u]
+                        if p < 0 or txdone[p]:
+                            to_start.append(u)
 
-    if n and not np.isfinite(end_t).all():
-        stuck = np.flatnonzero(~np.isfinite(end_t))
-        waiting = stuck[remdeps[stuck] > 0]
+    end = np.array(end_t, dtype=float)
+    if n and not np.isfinite(end).all():
+        stuck = np.flatnonzero(~np.isfinite(end))
+        waiting = stuck[np.array(remdeps, dtype=np.int64)[stuck] > 0]
         what = (
             "waiting for dependencies that never complete"
             if waiting.size == stuck.size
@@ -371,19 +492,19 @@ def _run(prep: _Prepared, zero_latency: bool) -> dict[str, Any]:
         raise SimulationError(
             f"deadlock: {stuck.size} transfers never complete ({what}), e.g. transfer(s) {ids}"
         )
-    return {
-        "start": start_t,
-        "txend": txend_t,
-        "end": end_t,
-        "events": events,
-        "lat": lat_of,
-        "makespan": float(end_t.max()) if n else 0.0,
-    }
+    return _Run(
+        start=np.array(start_t, dtype=float),
+        txend=np.array(txend_t, dtype=float),
+        end=end,
+        lat=lat_np,
+        events=events,
+        makespan=float(end.max()) if n else 0.0,
+    )
 
 
-def _critical_path(prep: _Prepared, run: dict[str, Any]) -> tuple[list[int], float]:
+def _critical_path(prep: _Prepared, run: _Run) -> tuple[list[int], float]:
     """Walk back from the last completion; returns (positions first..last, latency paid)."""
-    end, start, txend, lat = run["end"], run["start"], run["txend"], run["lat"]
+    end, start, txend, lat = run.end, run.start, run.txend, run.lat
     if prep.n == 0:
         return [], 0.0
     cur = int(np.argmax(end))
@@ -462,13 +583,13 @@ def simulate(
         raise SimulationError(f"base_latency: must not be negative, got {base_latency!r}")
     prep = _Prepared(schedule, topology)
     run = _run(prep, zero_latency)
-    makespan = run["makespan"]
+    makespan = run.makespan
     time_s = makespan + base if prep.n else 0.0
     path, path_lat = _critical_path(prep, run)
     if zero_latency:
         latency_s = 0.0
     elif latency_mode == "rerun":
-        latency_s = time_s - (_run(prep, True)["makespan"] if prep.n else 0.0)
+        latency_s = time_s - (_run(prep, True).makespan if prep.n else 0.0)
     else:
         latency_s = path_lat + base if prep.n else 0.0
     # link loads
@@ -484,10 +605,10 @@ def simulate(
         "src": prep.src,
         "dst": prep.dst,
         "nbytes": prep.nbytes,
-        "start_s": run["start"],
-        "tx_end_s": run["txend"],
-        "end_s": run["end"],
-        "route_latency_s": run["lat"],
+        "start_s": run.start,
+        "tx_end_s": run.txend,
+        "end_s": run.end,
+        "route_latency_s": run.lat,
         "link_capacity": prep.capacity,
         "link_bytes": link_bytes,
         "link_utilisation": util,
@@ -503,7 +624,7 @@ def simulate(
         base_latency_s=base,
         latency_mode=latency_mode,
         num_transfers=prep.n,
-        num_events=run["events"],
+        num_events=run.events,
         link_names=tuple(f"{lk.src}->{lk.dst}" for lk in topology.links),
         critical_path=tuple(int(prep.ids[i]) for i in path),
         **arrays,
