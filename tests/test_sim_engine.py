@@ -1,0 +1,186 @@
+"""The fast event loop against a naive one, and the max-min core (``sim.maxmin``).
+
+``naive_simulate`` is the simulator's semantics written the obvious way: at every event,
+max-min over *all* active flows from scratch and every flow's remaining bytes advanced.
+The real one (``sim.flow``) recomputes only the components touched by a change, keeps
+slower flows' rates, groups flows by class and tracks progress lazily; on small random
+schedules both must agree to rounding.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from resilientcc.schedules.ir import Schedule, Transfer, uniform_chunks
+from resilientcc.sim import Router, maxmin_rates, simulate
+from resilientcc.sim.maxmin import waterfill
+from resilientcc.topology import fail_nics, hierarchical, switch_model
+from resilientcc.topology.model import Topology
+
+
+def naive_simulate(schedule: Schedule, topology: Topology) -> dict[str, np.ndarray]:
+    """Per-transfer start / tx end / end times, no base latency (same tolerances)."""
+    router = Router(topology)
+    ts = schedule.transfers
+    n = len(ts)
+    pos = {t.id: i for i, t in enumerate(ts)}
+    routes = [
+        router.pinned(t.route, t.src, t.dst, "") if t.route else router.route(t.src, t.dst, t.channel)
+        for t in ts
+    ]
+    links = topology.links
+    cap = np.array([float(lk.capacity) for lk in links])
+    lat = [sum(float(links[li].latency) for li in r) for r in routes]
+    size = [float(schedule.chunks[t.chunk].size * schedule.size) for t in ts]
+    pred = [-1] * n
+    last: dict[tuple[int, int, int], int] = {}
+    for i in sorted(range(n), key=lambda i: ts[i].id):
+        key = (ts[i].src, ts[i].dst, ts[i].channel)
+        pred[i] = last.get(key, -1)
+        last[key] = i
+    deps = [{pos[d] for d in t.deps} for t in ts]
+    start, txend, end = [math.nan] * n, [math.nan] * n, [math.nan] * n
+    rem: dict[int, float] = {}
+    pending: list[tuple[float, int]] = []  # (completion time, transfer)
+    t = 0.0
+    while True:
+        for i in range(n):
+            if (
+                math.isnan(start[i])
+                and all(not math.isnan(end[d]) for d in deps[i])
+                and (pred[i] < 0 or not math.isnan(txend[pred[i]]))
+            ):
+                start[i] = t
+                rem[i] = size[i]
+        active = sorted(rem)
+        fe = np.array([f for f, i in enumerate(active) for _ in routes[i]], dtype=np.int64)
+        le = np.array([li for i in active for li in routes[i]], dtype=np.int64)
+        rate = maxmin_rates(fe, le, len(active), cap)
+        tf = [rem[i] / r for i, r in zip(active, rate, strict=True)]
+        tn = min([t + x for x in tf] + [c for c, _ in pending], default=math.inf)
+        if tn == math.inf:
+            break
+        dt = tn - t
+        for i, r, x in zip(active, rate, tf, strict=True):
+            if x <= dt * (1 + 1e-10) + tn * 1e-13:
+                del rem[i]
+                txend[i] = tn
+                pending.append((tn + lat[i], i))
+            else:
+                rem[i] -= r * dt
+        t = tn
+        for c, i in [p for p in pending if p[0] <= t * (1 + 1e-12) + 1e-300]:
+            end[i] = c
+            pending.remove((c, i))
+    return {"start_s": np.array(start), "tx_end_s": np.array(txend), "end_s": np.array(end)}
+
+
+def random_schedule(data: st.DataObject, ranks: int, chunks: int) -> Schedule:
+    n = data.draw(st.integers(1, 30), label="transfers")
+    ts = []
+    for i in range(n):
+        src = data.draw(st.integers(0, ranks - 1))
+        dst = data.draw(st.integers(0, ranks - 2))
+        dst += dst >= src
+        deps = data.draw(st.lists(st.integers(0, i - 1), max_size=2, unique=True)) if i else []
+        ts.append(
+            Transfer(
+                i,
+                src,
+                dst,
+                data.draw(st.integers(0, chunks - 1)),
+                "copy",
+                deps=tuple(deps),
+                channel=data.draw(st.integers(0, 3)),
+            )
+        )
+    order = data.draw(st.permutations(range(n)))
+    size = Fraction(data.draw(st.integers(1, 10**9)))
+    return Schedule("rand", ranks, size, uniform_chunks(chunks), tuple(ts[i] for i in order))
+
+
+TOPOLOGIES = {
+    "hier-2x4-fail": fail_nics(hierarchical(2, 4), 0, 1),
+    "hier-3x2": hierarchical(3, 2, nic_bw=450e9),  # NICs as fast as NVLink: more sharing
+    "switch": switch_model([10, 30, 30, 50], [20, 20, 40, 60]),
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(sorted(TOPOLOGIES)), data=st.data())
+def test_fast_event_loop_matches_naive_one(name: str, data: st.DataObject) -> None:
+    topo = TOPOLOGIES[name]
+    s = random_schedule(data, topo.num_ranks, 4)
+    res = simulate(s, topo, base_latency=0)
+    ref = naive_simulate(s, topo)
+    span = float(np.max(ref["end_s"]))
+    assert res.time_s == pytest.approx(span, rel=1e-9)
+    for key, want in ref.items():
+        np.testing.assert_allclose(getattr(res, key), want, rtol=0, atol=1e-9 * span)
+
+
+def test_fast_event_loop_matches_naive_one_on_a_degraded_cluster() -> None:
+    """Many flows per link, several classes per component, flows joining and leaving."""
+    from resilientcc.schedules.balance import balance
+
+    topo = fail_nics(hierarchical(2, 4), 0, 2)
+    s = balance(topo, Fraction(10**6))
+    res = simulate(s, topo, base_latency=0)
+    ref = naive_simulate(s, topo)
+    span = float(np.max(ref["end_s"]))
+    for key, want in ref.items():
+        np.testing.assert_allclose(getattr(res, key), want, rtol=0, atol=1e-9 * span)
+
+
+# ----------------------------------------------------------------- max-min core
+def test_waterfill_classes_equal_repeated_flows() -> None:
+    mult = [3, 1, 2]
+    fcap = [5.0, 1.0, 9.0]
+    links = [[0], [0, 1], [1, 2]]
+    cap = [4.0, 6.0, 9.0]
+    rates = waterfill(mult, fcap, links, cap)
+    flat = waterfill(
+        [1] * 6, [fcap[k] for k in range(3) for _ in range(mult[k])], [links[k] for k in range(3) for _ in range(mult[k])], cap
+    )
+    assert flat == pytest.approx([rates[0]] * 3 + [rates[1]] + [rates[2]] * 2)
+    # link 0: class 1 is capped at 1, class 0's three flows share the other 3
+    assert rates == pytest.approx([1.0, 1.0, 2.5])
+
+
+def test_waterfill_private_cap_and_mapping_capacities() -> None:
+    # a private cap below every share binds first; capacities may be a mapping
+    assert waterfill([1, 1], [0.5, 9.0], [[7], [7]], {7: 2.0}) == pytest.approx([0.5, 1.5])
+    assert waterfill([2], [math.inf], [[]], []) == [math.inf]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    caps=st.lists(st.integers(1, 50), min_size=1, max_size=5),
+    classes=st.lists(
+        st.tuples(st.integers(1, 4), st.lists(st.integers(0, 4), max_size=3, unique=True)),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_waterfill_is_max_min_fair(caps: list[int], classes: list[tuple[int, list[int]]]) -> None:
+    links = [sorted({x % len(caps) for x in ls}) for _, ls in classes]
+    mult = [m for m, _ in classes]
+    fcap = [min([caps[x] for x in ls], default=math.inf) for ls in links]
+    rate = waterfill(mult, fcap, links, [float(c) for c in caps])
+    load = [0.0] * len(caps)
+    for k, ls in enumerate(links):
+        for x in ls:
+            load[x] += mult[k] * rate[k]
+    assert all(load[x] <= caps[x] * (1 + 1e-9) for x in range(len(caps)))
+    for k, ls in enumerate(links):  # a bottleneck: its private cap, or a full link where it is fastest
+        assert rate[k] >= fcap[k] * (1 - 1e-9) or any(
+            load[x] >= caps[x] * (1 - 1e-9)
+            and all(rate[j] <= rate[k] * (1 + 1e-9) for j in range(len(links)) if x in links[j])
+            for x in ls
+        )
