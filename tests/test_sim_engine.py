@@ -31,7 +31,9 @@ def naive_simulate(schedule: Schedule, topology: Topology) -> dict[str, np.ndarr
     n = len(ts)
     pos = {t.id: i for i, t in enumerate(ts)}
     routes = [
-        router.pinned(t.route, t.src, t.dst, "") if t.route else router.route(t.src, t.dst, t.channel)
+        router.pinned(t.route, t.src, t.dst, "")
+        if t.route
+        else router.route(t.src, t.dst, t.channel)
         for t in ts
     ]
     links = topology.links
@@ -146,7 +148,10 @@ def test_waterfill_classes_equal_repeated_flows() -> None:
     cap = [4.0, 6.0, 9.0]
     rates = waterfill(mult, fcap, links, cap)
     flat = waterfill(
-        [1] * 6, [fcap[k] for k in range(3) for _ in range(mult[k])], [links[k] for k in range(3) for _ in range(mult[k])], cap
+        [1] * 6,
+        [fcap[k] for k in range(3) for _ in range(mult[k])],
+        [links[k] for k in range(3) for _ in range(mult[k])],
+        cap,
     )
     assert flat == pytest.approx([rates[0]] * 3 + [rates[1]] + [rates[2]] * 2)
     # link 0: class 1 is capped at 1, class 0's three flows share the other 3
@@ -178,7 +183,9 @@ def test_waterfill_is_max_min_fair(caps: list[int], classes: list[tuple[int, lis
         for x in ls:
             load[x] += mult[k] * rate[k]
     assert all(load[x] <= caps[x] * (1 + 1e-9) for x in range(len(caps)))
-    for k, ls in enumerate(links):  # a bottleneck: its private cap, or a full link where it is fastest
+    for k, ls in enumerate(
+        links
+    ):  # a bottleneck: its private cap, or a full link where it is fastest
         assert rate[k] >= fcap[k] * (1 - 1e-9) or any(
             load[x] >= caps[x] * (1 - 1e-9)
             and all(rate[j] <= rate[k] * (1 + 1e-9) for j in range(len(links)) if x in links[j])
