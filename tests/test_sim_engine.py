@@ -1,4 +1,5 @@
-"""The fast event loop against a naive one, and the max-min core (``sim.maxmin``).
+"""The fast event loop against a naive one; incremental max-min (``sim.sharing``) against
+max-min from scratch; the max-min core (``sim.maxmin``).
 
 ``naive_simulate`` is the simulator's semantics written the obvious way: at every event,
 max-min over *all* active flows from scratch and every flow's remaining bytes advanced.
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from resilientcc.schedules.ir import Schedule, Transfer, uniform_chunks
 from resilientcc.sim import Router, maxmin_rates, simulate
 from resilientcc.sim.maxmin import waterfill
+from resilientcc.sim.sharing import Sharing
 from resilientcc.topology import fail_nics, hierarchical, switch_model
 from resilientcc.topology.model import Topology
 
@@ -83,7 +85,10 @@ def naive_simulate(schedule: Schedule, topology: Topology) -> dict[str, np.ndarr
     return {"start_s": np.array(start), "tx_end_s": np.array(txend), "end_s": np.array(end)}
 
 
-def random_schedule(data: st.DataObject, ranks: int, chunks: int) -> Schedule:
+def random_schedule(data: st.DataObject, topo: Topology, chunks: int) -> Schedule:
+    """Random transfers, deps and channels; some routes pinned to another channel's path."""
+    ranks = topo.num_ranks
+    router = Router(topo)
     n = data.draw(st.integers(1, 30), label="transfers")
     ts = []
     for i in range(n):
@@ -91,6 +96,10 @@ def random_schedule(data: st.DataObject, ranks: int, chunks: int) -> Schedule:
         dst = data.draw(st.integers(0, ranks - 2))
         dst += dst >= src
         deps = data.draw(st.lists(st.integers(0, i - 1), max_size=2, unique=True)) if i else []
+        route = None
+        if data.draw(st.integers(0, 4)) == 0:
+            path = router.route(src, dst, data.draw(st.integers(0, 3)))
+            route = (topo.links[path[0]].src, *(topo.links[li].dst for li in path))
         ts.append(
             Transfer(
                 i,
@@ -100,6 +109,7 @@ def random_schedule(data: st.DataObject, ranks: int, chunks: int) -> Schedule:
                 "copy",
                 deps=tuple(deps),
                 channel=data.draw(st.integers(0, 3)),
+                route=route,
             )
         )
     order = data.draw(st.permutations(range(n)))
@@ -118,7 +128,7 @@ TOPOLOGIES = {
 @given(name=st.sampled_from(sorted(TOPOLOGIES)), data=st.data())
 def test_fast_event_loop_matches_naive_one(name: str, data: st.DataObject) -> None:
     topo = TOPOLOGIES[name]
-    s = random_schedule(data, topo.num_ranks, 4)
+    s = random_schedule(data, topo, 4)
     res = simulate(s, topo, base_latency=0)
     ref = naive_simulate(s, topo)
     span = float(np.max(ref["end_s"]))
@@ -191,3 +201,47 @@ def test_waterfill_is_max_min_fair(caps: list[int], classes: list[tuple[int, lis
             and all(rate[j] <= rate[k] * (1 + 1e-9) for j in range(len(links)) if x in links[j])
             for x in ls
         )
+
+
+# ----------------------------------------------------------------- incremental max-min
+@settings(max_examples=300, deadline=None)
+@given(
+    caps=st.lists(st.integers(1, 60), min_size=1, max_size=6),
+    classes=st.lists(
+        st.tuples(
+            st.integers(1, 60), st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True)
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    ops=st.lists(
+        st.lists(st.tuples(st.booleans(), st.integers(0, 7)), min_size=1, max_size=3), max_size=25
+    ),
+)
+def test_sharing_keeps_max_min_rates_as_flows_join_and_leave(
+    caps: list[int], classes: list[tuple[int, list[int]]], ops: list[list[tuple[bool, int]]]
+) -> None:
+    cap = [float(c) for c in caps]
+    links = [tuple(sorted({x % len(caps) for x in ls})) for _, ls in classes]
+    fcap = [
+        float(min([f] + [caps[x] for x in ls])) for (f, _), ls in zip(classes, links, strict=True)
+    ]
+    sh = Sharing(links, fcap, cap, 1e-9)
+    for batch in ops:
+        for join, k in batch:
+            k %= len(links)
+            if join:
+                sh.join(k)
+            elif sh.mult[k]:
+                sh.leave(k)
+        before = list(sh.rate)
+        changed = dict(sh.update())
+        for k in range(len(links)):  # exactly the changed rates are reported, with the old one
+            assert changed.get(k, sh.rate[k]) == before[k]
+            assert (k in changed) == (sh.rate[k] != before[k])
+        active = [k for k in range(len(links)) if sh.mult[k]]
+        want = waterfill(
+            [sh.mult[k] for k in active], [fcap[k] for k in active], [links[k] for k in active], cap
+        )
+        for k, w in zip(active, want, strict=True):
+            assert sh.rate[k] == pytest.approx(w, rel=1e-9)

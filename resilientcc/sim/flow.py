@@ -16,33 +16,38 @@ Semantics (they implement the IR of :mod:`resilientcc.schedules.ir`):
 * The collective's time is the last completion plus ``base_latency`` (NCCL's 8.4 µs),
   added once.
 
-Implementation. :class:`_Prepared` turns the schedule into arrays once (numpy, then
-plain lists for the event loop): dependency and connection (FIFO) pointers, one route per
-connection (plus one per distinct pinned route), route latencies and private caps (the
-narrowest link). The event loop (:func:`_run`) is plain Python, because most events
-touch one or a few flows and numpy's per-call overhead would dominate. Its cost is per
-*changed* flow, not per active flow:
+Implementation. :class:`_Prepared` turns the schedule into arrays once (numpy):
+dependency and connection (FIFO) pointers, one route per connection (plus one per
+distinct pinned route), route latencies and private caps (narrowest link), and the
+*classes* below. The event loop (:func:`_run`) is plain Python on lists: most events
+touch one or a few flows, where numpy's per-call overhead would dominate. Its cost
+follows the flows that change, not all the active ones:
 
-* **Lazy progress.** A flow keeps ``(bytes left at t0, t0)`` and its rate; its
-  finish time sits in a heap and is only recomputed when its rate changes (stale heap
-  entries are skipped by a version number). Completions (finish + route latency) are a
-  second heap.
+* **Lazy progress.** A flow keeps ``(bytes left at t0, t0)``; its finish time sits in a
+  heap and is recomputed only when its rate changes (stale entries are skipped by a
+  version number). Flows that can never be slowed down are pushed once, in groups that
+  started together and end together; completions (finish + route latency) are a heap
+  of groups too.
 * **Links that can bind.** A connection has at most one transfer transmitting, so a
-  link can only ever bind if the private caps of the connections crossing it sum to
-  more than its capacity; other links are ignored. At run time a link is a *candidate*
-  while its active flows' private caps sum to more than its capacity (1e-9 relative):
-  a non-candidate link cannot bind (rates never exceed private caps).
-* **Classes.** Flows whose routes cross the same bindable links and have the same
-  private cap always get the same max-min rate: max-min runs over such classes with a
-  multiplicity (:func:`resilientcc.sim.maxmin.waterfill`).
-* **Components.** The max-min allocation splits over the connected components of the
-  graph of active classes and candidate links. When flows start or end, only the
-  components around the links they touch are recomputed; every other flow keeps its
-  rate and its heap entry.
+  link can bind only if the private caps of the connections crossing it sum to more
+  than its capacity (``_BIND_RTOL`` relative); no other link is ever looked at, and a
+  route crossing none runs at its private cap.
+* **Classes.** Flows whose routes cross the same links that can bind, with the same
+  private cap, always get the same max-min rate: rates are kept per class, with the
+  number of active flows as a multiplicity.
+* **Incremental max-min** (:class:`resilientcc.sim.sharing.Sharing`). When flows start
+  or end, only the classes reachable from the links they touch over links that
+  currently can bind, and at least as fast as the slowest flow that changed, are
+  recomputed; every other class provably keeps its rate and its flows keep their heap
+  entries.
 
 All flows draining within a relative 1e-10 of the earliest one (plus 1e-13 of the
 current time) finish in the same event, and all completions due within 1e-12 of it are
-handled with it, exactly as one batch; the number of loop iterations is ``num_events``.
+handled with it, as one batch; the number of loop iterations is ``num_events``.
+
+Max-min rates are exact up to rounding, but the schedule dynamics can amplify rounding:
+on asymmetric schedules two correct implementations (or the same one with capacities
+changed by 1e-15) may differ by more than 1e-9 in per-transfer times.
 """
 
 from __future__ import annotations
@@ -57,9 +62,10 @@ import numpy as np
 
 from resilientcc.errors import SimulationError
 from resilientcc.schedules.ir import Schedule
-from resilientcc.sim.maxmin import maxmin_rates, waterfill
+from resilientcc.sim.maxmin import maxmin_rates
 from resilientcc.sim.result import SimResult
 from resilientcc.sim.routing import Router
+from resilientcc.sim.sharing import Sharing
 from resilientcc.topology.model import Topology
 
 __all__ = ["DEFAULT_BASE_LATENCY", "LATENCY_MODES", "maxmin_rates", "simulate"]
@@ -69,7 +75,6 @@ LATENCY_MODES = ("critical_path", "rerun")
 
 _RTOL = 1e-10  # flows draining within this relative tolerance of each other finish together
 _BIND_RTOL = 1e-9  # a link binds only if its flows' private caps exceed its capacity by more
-_KEEP_RTOL = 1e-9  # margin below xstar under which classes keep their rates
 
 
 def _gather(ptr: np.ndarray, data: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -163,8 +168,11 @@ class _Prepared:
             routes.append(router.route(s, d, ch))
         self.route = conn.astype(np.int64)
         pinned_ids: dict[tuple[tuple[str, ...], int, int], int] = {}
-        for i, t in enumerate(ts):
-            if t.route is not None:
+        pinned = list(map(operator.attrgetter("route"), ts))
+        if pinned.count(None) < n:
+            for i, t in enumerate(ts):
+                if t.route is None:
+                    continue
                 pkey = (t.route, t.src, t.dst)
                 rid = pinned_ids.get(pkey)
                 if rid is None:
@@ -185,32 +193,34 @@ class _Prepared:
         link_lat = np.array([float(lk.latency) for lk in links])
         self.rlat = np.array([float(link_lat[list(r)].sum()) if r else 0.0 for r in routes])
         self.rcap = np.array([float(self.capacity[list(r)].min()) if r else np.inf for r in routes])
-        self._classes(routes, conn)
+        self._classes(routes, conn, len(conn_keys))
 
-    def _classes(self, routes: list[tuple[int, ...]], conn: np.ndarray) -> None:
-        """Bindable links and the class of every route (``-1``: crosses none)."""
+    def _classes(self, routes: list[tuple[int, ...]], conn: np.ndarray, n_conn: int) -> None:
+        """Links that can bind, and the class of every route (``-1``: crosses none)."""
         n_links, n_routes = len(self.capacity), len(routes)
         # the most a connection can put on a link: the largest private cap of its routes
-        pair = np.unique(conn * n_routes + self.route) if self.n else np.zeros(0, np.int64)
-        pc, pr = pair // max(n_routes, 1), pair % max(n_routes, 1)
-        lk, owner = _gather(self.rptr, self.rlinks, pr)
-        weight = self.rcap[pr][owner]
-        if len(pair) != n_routes or not np.array_equal(pr, pc):  # some pinned routes
+        # (route r is connection r's, then come the pinned routes)
+        if n_routes == n_conn:
+            most = np.bincount(self.rlinks, np.repeat(self.rcap, self.rlen), minlength=n_links)
+        else:
+            pair = np.unique(conn * n_routes + self.route)
+            pc, pr = pair // n_routes, pair % n_routes
+            lk, owner = _gather(self.rptr, self.rlinks, pr)
+            weight = self.rcap[pr][owner]
             order = np.lexsort((weight, lk, pc[owner]))  # per (connection, link): largest last
             ck = (pc[owner] * n_links + lk)[order]
-            last = np.concatenate([ck[1:] != ck[:-1], [True]]) if ck.size else ck.astype(bool)
-            lk, weight = lk[order][last], weight[order][last]
-        most = np.bincount(lk, weights=weight, minlength=n_links)
+            last = np.concatenate([ck[1:] != ck[:-1], [True]])
+            most = np.bincount(lk[order][last], weight[order][last], minlength=n_links)
         self.bindable = most > self.capacity * (1 + _BIND_RTOL)
         cls_of: dict[tuple[tuple[int, ...], float], int] = {}
-        self.route_class: list[int] = []
+        route_class: list[int] = []
         self.class_links: list[tuple[int, ...]] = []
         self.class_cap: list[float] = []
         bind = self.bindable.tolist()
         for r, path in enumerate(routes):
             bl = tuple(li for li in path if bind[li])
             if not bl:
-                self.route_class.append(-1)
+                route_class.append(-1)
                 continue
             key = (bl, float(self.rcap[r]))
             k = cls_of.get(key)
@@ -218,7 +228,8 @@ class _Prepared:
                 k = cls_of[key] = len(self.class_links)
                 self.class_links.append(bl)
                 self.class_cap.append(key[1])
-            self.route_class.append(k)
+            route_class.append(k)
+        self.route_class = np.array(route_class, dtype=np.int64)
 
 
 @dataclass
@@ -242,115 +253,38 @@ def _run(prep: _Prepared, zero_latency: bool) -> _Run:
     nbytes = prep.nbytes.tolist()
     lat_np = np.zeros(n) if zero_latency else prep.rlat[prep.route]
     lat = lat_np.tolist()
-    cls_np = np.array(prep.route_class, dtype=np.int64)[prep.route] if n else np.zeros(0, int)
-    tcls = cls_np.tolist()
+    tcls = prep.route_class[prep.route].tolist()
     tcap = prep.rcap[prep.route].tolist()
     succ = prep.succ.tolist()
     pred = prep.pred.tolist()
     uptr = prep.users_ptr.tolist()
     users = prep.users.tolist()
     remdeps = prep.ndeps.tolist()
-    # per class and per link
-    clinks = prep.class_links
-    ccap = prep.class_cap
-    cap = prep.capacity.tolist()
-    captol = (prep.capacity * (1 + _BIND_RTOL)).tolist()
-    n_links, n_cls = len(cap), len(clinks)
-
-    # links that can bind: sum of the private caps and number of the active flows on them,
-    # whether that sum exceeds the capacity (a candidate), the classes active on them
-    demand = [0.0] * n_links
-    lcnt = [0] * n_links
-    hot = bytearray(n_links)
-    lcls: list[set[int]] = [set() for _ in range(n_links)]
-    # classes: active flows and their number, the current rate (private cap when idle)
-    mult = [0] * n_cls
-    members: list[set[int]] = [set() for _ in range(n_cls)]
-    crate = list(ccap)
+    # rates of the classes of flows that cross links that can bind
+    sharing = Sharing(prep.class_links, prep.class_cap, prep.capacity.tolist(), _BIND_RTOL)
+    crate = sharing.rate
+    members: list[set[int]] = [set() for _ in prep.class_links]
     # transfers
     txdone = bytearray(n)
     start_t = [math.nan] * n
     txend_t = [math.nan] * n
     end_t = [math.nan] * n
-    rem0 = [0.0] * n  # flows of a class: bytes left at time t0, rate changed at t0
+    rem0 = [0.0] * n  # flows of a class: bytes left at time t0, rate last changed at t0
     t0 = [0.0] * n
     fver = [0] * n  # version of a class flow's live entry in fheap
-    # finish heaps: class flows one by one (versioned), other flows in groups that
-    # started together and finish together; completions in groups
+    # finish heaps: class flows one by one (versioned: rates change), the other flows in
+    # groups that started together and finish together; completions in groups
     fheap: list[tuple[float, int, int]] = []
     gheap: list[tuple[float, int, list[int]]] = []
     cheap: list[tuple[float, int, list[int]]] = []
     seq = 0
     t = 0.0
     events = 0
-    seeds: set[int] = set()  # bindable links whose flows changed in this event
-    xstar = inf  # flows that left had this rate or more, flows that joined get at least this
-    epoch = 0  # marks of the current recomputation: links and classes seen
-    lseen = [0] * n_links
-    cseen = [0] * n_cls
-
-    def recompute() -> None:
-        """Max-min over the components around ``seeds``; re-time flows whose rate changed.
-
-        Classes slower than ``xstar`` keep their rates (see the module docstring): they
-        only take their share off the capacity of the links they share with the others.
-        """
-        nonlocal seq, epoch, xstar
-        epoch += 1
-        lo = xstar * (1 - _KEEP_RTOL) if xstar < inf else -1.0
-        xstar = inf
-        comp: list[int] = []  # classes to recompute
-        residual: dict[int, float] = {}  # their candidate links: capacity left to them
-
-        def visit(li: int) -> None:
-            used = 0.0
-            for k in lcls[li]:
-                rk = crate[k]
-                if rk < lo:
-                    used += rk * mult[k]
-                elif cseen[k] != epoch:
-                    cseen[k] = epoch
-                    comp.append(k)
-            residual[li] = cap[li] - used
-
-        for li in seeds:  # a seed's classes are recomputed even if it stopped binding
-            lseen[li] = epoch
-            if hot[li]:
-                visit(li)
-            else:
-                for k in lcls[li]:
-                    if crate[k] >= lo and cseen[k] != epoch:
-                        cseen[k] = epoch
-                        comp.append(k)
-        seeds.clear()
-        hot_links: list[list[int]] = []
-        for k in comp:  # grows while iterating: breadth-first over the candidate links
-            hl = []
-            for li in clinks[k]:
-                if hot[li]:
-                    hl.append(li)
-                    if lseen[li] != epoch:
-                        lseen[li] = epoch
-                        visit(li)
-            hot_links.append(hl)
-        rates = waterfill([mult[k] for k in comp], [ccap[k] for k in comp], hot_links, residual)
-        for k, r in zip(comp, rates, strict=True):
-            old = crate[k]
-            if r == old:
-                continue
-            crate[k] = r
-            for i in members[k]:
-                left = rem0[i] - old * (t - t0[i])
-                rem0[i] = left
-                t0[i] = t
-                seq += 1
-                fver[i] = seq
-                heappush(fheap, (t + left / r if r > 0 else inf, seq, i))
 
     to_start: list[int] = np.flatnonzero((prep.ndeps == 0) & (prep.pred < 0)).tolist()
     while True:
+        joined: list[int] = []
         if to_start:
-            joined: list[int] = []
             groups: dict[float, list[int]] = {}
             for i in to_start:
                 start_t[i] = t
@@ -363,46 +297,32 @@ def _run(prep: _Prepared, zero_latency: bool) -> _Run:
                         groups[tf] = [i]
                     else:
                         g.append(i)
-                    continue
-                rem0[i] = nbytes[i]
-                t0[i] = t
-                if not mult[k]:
-                    for li in clinks[k]:
-                        lcls[li].add(k)
-                mult[k] += 1
-                fc = ccap[k]
-                for li in clinks[k]:
-                    d = demand[li] + fc
-                    demand[li] = d
-                    lcnt[li] += 1
-                    if d > captol[li]:
-                        hot[li] = 1
-                        seeds.add(li)
-                joined.append(i)
+                else:
+                    rem0[i] = nbytes[i]
+                    t0[i] = t
+                    sharing.join(k)
+                    joined.append(i)
             for tf, g in groups.items():
                 seq += 1
                 heappush(gheap, (tf, seq, g))
             to_start = []
-            for i in joined:  # a lower bound on its max-min rate: its fair share
-                k = tcls[i]
-                lb = ccap[k]
-                for li in clinks[k]:
-                    if hot[li] and cap[li] < lb * lcnt[li]:
-                        lb = cap[li] / lcnt[li]
-                if lb < xstar:
-                    xstar = lb
-            if seeds:
-                recompute()
-            for i in joined:
-                k = tcls[i]
-                members[k].add(i)
-                r = crate[k]
+        # new rates: re-time the flows of the classes whose rate changed
+        for k, old in sharing.update():
+            r = crate[k]
+            for i in members[k]:
+                left = rem0[i] - old * (t - t0[i])
+                rem0[i] = left
+                t0[i] = t
                 seq += 1
                 fver[i] = seq
-                heappush(fheap, (t + rem0[i] / r if r > 0 else inf, seq, i))
-        elif seeds:
-            recompute()
-        xstar = inf
+                heappush(fheap, (t + left / r if r > 0 else inf, seq, i))
+        for i in joined:
+            k = tcls[i]
+            members[k].add(i)
+            r = crate[k]
+            seq += 1
+            fver[i] = seq
+            heappush(fheap, (t + rem0[i] / r if r > 0 else inf, seq, i))
 
         while fheap and fver[fheap[0][2]] != fheap[0][1]:
             heappop(fheap)
@@ -428,24 +348,8 @@ def _run(prep: _Prepared, zero_latency: bool) -> _Run:
                 break
             heappop(fheap)
             k = tcls[i]
-            if crate[k] < xstar:
-                xstar = crate[k]
             members[k].discard(i)
-            m = mult[k] - 1
-            mult[k] = m
-            fc = ccap[k]
-            for li in clinks[k]:
-                if hot[li]:
-                    seeds.add(li)
-                c = lcnt[li] - 1
-                lcnt[li] = c
-                d = demand[li] - fc if c else 0.0
-                demand[li] = d
-                hot[li] = d > captol[li]
-                if not m:
-                    lcls[li].discard(k)
-            if not m:
-                crate[k] = fc
+            sharing.leave(k)
             done.append(i)
         if done:
             groups = {}

@@ -1,10 +1,10 @@
 """Max-min fair rates by progressive filling (water-filling), on plain Python lists.
 
-The simulator recomputes rates for one small group of flows at a time (a connected
-component of flows over the links that can bind, see :mod:`resilientcc.sim.flow`),
-usually a few dozen at most: at that size plain lists beat numpy, whose per-call
-overhead dominates small arrays. Flows with the same links and the same private cap get
-the same max-min rate, so the caller passes *classes* of flows with a multiplicity.
+The simulator recomputes rates for a small group of flows at a time (see
+:mod:`resilientcc.sim.sharing`), usually a few dozen at most: at that size plain lists
+beat numpy, whose per-call overhead dominates small arrays. Flows with the same links
+and the same private cap get the same max-min rate, so the caller passes *classes* of
+flows with a multiplicity.
 
 :func:`waterfill` is the core; :func:`maxmin_rates` is the array interface (one class
 per flow) kept for callers and tests.
