@@ -187,12 +187,14 @@ def default_pieces(size: Fraction, servers: int, *, decoupled: bool = False) -> 
     12 / 16 / 20 / 28 pieces; 8 servers: 1.41 / 1.23 / 1.21 × with 6 / 12 / 18;
     256 MiB on 4 servers: 1.30 / 1.24 × with 8 / 12).
 
-    >>> [default_pieces(Fraction(m * 2**20), 4) for m in (1, 32, 128, 256, 1024)]
-    [1, 2, 4, 8, 12]
-    >>> [default_pieces(Fraction(m * 2**20), 8) for m in (256, 1024)]
-    [8, 12]
-    >>> [default_pieces(Fraction(m * 2**20), n, decoupled=True) for n, m in ((4, 256), (4, 1024), (8, 1024))]
-    [12, 20, 12]
+    Examples:
+        >>> [default_pieces(Fraction(m * 2**20), 4) for m in (1, 32, 128, 256, 1024)]
+        [1, 2, 4, 8, 12]
+        >>> [default_pieces(Fraction(m * 2**20), 8) for m in (256, 1024)]
+        [8, 12]
+        >>> cases = ((4, 256), (4, 1024), (8, 1024))
+        >>> [default_pieces(Fraction(m * 2**20), n, decoupled=True) for n, m in cases]
+        [12, 20, 12]
     """
     mib = float(size) / 2**20
     deep = servers <= DEEP_MAX_SERVERS  # the decoupled schedule's deepest pipelines
@@ -287,7 +289,6 @@ def direct_allreduce(
     plan: DirectPlan,
     *,
     max_serial: int = 2,
-    piece_time: float = 0.0,
     release0: float = 0.0,
     total_bytes: float = 0.0,
     piece_weights: Sequence[Fraction] | None = None,
@@ -308,6 +309,14 @@ def direct_allreduce(
     the builder's existing chunks). See the module docs for the stages.
     """
     owners = [sv for sv in servers if plan.shares.get(sv.index, Fraction(0)) > 0]
+    # decoupled: the one non-owner d gets the others' sum P (which does not wait for d's
+    # data) and adds its own; each owner t adds d's staged partial to P
+    nonown = [sv for sv in servers if plan.shares.get(sv.index, Fraction(0)) == 0]
+    dec = nonown[0] if decouple and len(nonown) == 1 and len(nonown[0].ranks) > 1 else None
+
+    def tree_order(nodes: list[int], kind: str, **kw: Any) -> list[int]:
+        return b.arrange(nodes, kind, **kw) if balance else nodes
+
     weights = list(piece_weights) if piece_weights is not None else [Fraction(1)] * pieces
     wsum = sum(weights, Fraction(0))
     xcount = 0
@@ -317,6 +326,7 @@ def direct_allreduce(
         piece = region * pw / wsum
         for t in owners:
             senders = [sv for sv in servers if sv.index != t.index]
+            t_dec = dec if dec is not None and len(t.ranks) > 2 else None
             seg = piece * plan.shares[t.index]
             arcs = {s.index: plan.arcs(s, t, pos) for pos, s in enumerate(senders)}
             cuts: set[Fraction] = {Fraction(0), Fraction(1)}
@@ -351,33 +361,21 @@ def direct_allreduce(
                     if len(t.ranks) > 2
                     else set()
                 )
-                # decoupled: the one non-owner sender d gets the others' sum P (which does
-                # not wait for d's data) and adds its own; t adds d's staged partial to P
-                nonown = [s for s in senders if plan.shares.get(s.index, Fraction(0)) == 0]
-                dec = (
-                    nonown[0]
-                    if decouple
-                    and len(nonown) == 1
-                    and len(t.ranks) > 2
-                    and len(nonown[0].ranks) > 1
-                    else None
-                )
-                if dec is not None:
-                    staged = {dec.index}
                 c_in = -1
-                if dec is not None:
+                if t_dec is not None:
+                    staged = {t_dec.index}
                     # dec sends on rail c_out into t's GPU q on that rail, and gets P back
                     # on rail c_in from the owner, the GPU on that rail: no NVLink hop on
                     # either network path (NVLink ports are shared by many tree flows)
-                    c_out = rail[dec.index]
-                    common = plan.common(dec, t)
+                    c_out = rail[t_dec.index]
+                    common = plan.common(t_dec, t)
                     c_in = common[(common.index(c_out) + 1) % len(common)]
                     q_dec = t.rail_rank(c_out) if c_out < t.nics else t.ranks[0]
                     owner = t.rail_rank(c_in) if c_in < t.nics else t.ranks[0]
                     if owner == q_dec:
                         owner = next(r for r in _others(t, q_dec, q_dec) if r != q_dec)
                 load: dict[int, int] = {r: 0 for r in t.ranks}
-                if dec is not None and avoid_stage:
+                if t_dec is not None and avoid_stage:
                     # keep the straggler's landing GPU free of healthy arrivals, so its
                     # copy waits only for that GPU's own leaf send
                     load[q_dec] = max_serial
@@ -387,24 +385,23 @@ def direct_allreduce(
                         continue
                     c = rail[s.index]
                     r = t.rail_rank(c) if c < t.nics else t.ranks[0]
-                    if dec is not None and avoid_stage and r == q_dec:
+                    if t_dec is not None and avoid_stage and r == q_dec:
                         r = owner
                     elif load[r] >= max_serial:
                         r = min(t.ranks, key=lambda q: (load[q], (q - r) % len(t.ranks)))
                     load[r] += 1
                     arrive[s.index] = r
-                if dec is not None:
-                    pass  # owner chosen above (the GPU on rail c_in)
-                elif senders:
+                if t_dec is None and senders:
                     # owner: the GPU with most arrivals (healthy-rail GPU)
                     owner = max(t.ranks, key=lambda q: (load[q], -((q - xcount) % len(t.ranks))))
-                else:
+                elif t_dec is None:
                     owner = t.ranks[int(mid * len(t.ranks)) % len(t.ranks)]
+                # (decoupled: the owner is the GPU on rail c_in, chosen above)
                 stage_at: dict[int, int] = {}
                 h_dec = -1
                 used = {owner} | {r for r, v in load.items() if v}
-                if dec is not None:
-                    stage_at[dec.index] = q_dec
+                if t_dec is not None:
+                    stage_at[t_dec.index] = q_dec
                 for s in senders:
                     if s.index not in staged or s.index in stage_at:
                         continue
@@ -428,19 +425,17 @@ def direct_allreduce(
                     done = gates.setdefault(s.index, {})
                     gate = tuple(done.get(k - window, ())) if window else ()
                     nodes = _others(s, root, root)
-                    if dec is not None and s.index == dec.index:
+                    if t_dec is not None and s.index == t_dec.index:
                         h_dec = s.rail_rank(c_in) if c_in < s.nics else nodes[1]
                         if h_dec == root:
                             h_dec = nodes[1]
                         nodes = _leaf_first(nodes, h_dec)
                     last = b.tree_reduce(
-                        b.arrange(
+                        tree_order(
                             nodes,
                             "reduce",
-                            front=2 if dec is not None and s.index == dec.index else 1,
-                        )
-                        if balance
-                        else nodes,
+                            front=2 if t_dec is not None and s.index == t_dec.index else 1,
+                        ),
                         x,
                         channel=intra_channel,
                         release=release + 0.0,
@@ -461,13 +456,11 @@ def direct_allreduce(
                     )
                 t_nodes = (
                     _leaf_first(_others(t, owner, owner), q_dec)
-                    if dec is not None
+                    if t_dec is not None
                     else _others(t, owner, owner)
                 )
-                if balance:
-                    t_nodes = b.arrange(t_nodes, "reduce", front=2 if dec is not None else 1)
                 b.tree_reduce(
-                    t_nodes,
+                    tree_order(t_nodes, "reduce", front=2 if t_dec is not None else 1),
                     x,
                     channel=intra_channel + 1,
                     release=release + 0.2,
@@ -499,10 +492,10 @@ def direct_allreduce(
                                 nbytes=nbytes,
                             )
                 root = owner
-                if dec is not None:
+                if t_dec is not None:
                     # P (everyone but dec) goes back to dec at once, into a GPU of dec
                     # already read by dec's tree; t's result is P + dec's staged partial
-                    q = stage_at[dec.index]
+                    q = stage_at[t_dec.index]
                     b.add(
                         owner,
                         h_dec,
@@ -525,8 +518,10 @@ def direct_allreduce(
                     root = q
                 # stage 3: result -> its server (flat on healthy servers, tree otherwise)
                 b.tree_bcast(
-                    (lambda nd: b.arrange(nd, "bcast", keep_last=root != owner) if balance else nd)(
-                        _others_last(t, root, owner) if root != owner else _others(t, owner, owner)
+                    tree_order(
+                        _others_last(t, root, owner) if root != owner else _others(t, owner, owner),
+                        "bcast",
+                        keep_last=root != owner,
                     ),
                     x,
                     channel=intra_channel + 2,
@@ -536,7 +531,7 @@ def direct_allreduce(
                 )
                 # stage 4: back to every sender on the same rail, then inside the sender
                 for s in senders:
-                    if dec is not None and s.index == dec.index:
+                    if t_dec is not None and s.index == t_dec.index:
                         continue
                     c = rail[s.index]
                     src = t.rail_rank(c) if c < t.nics else owner
@@ -554,7 +549,7 @@ def direct_allreduce(
                     )
                 for s in senders:
                     c = rail[s.index]
-                    if dec is not None and s.index == dec.index:
+                    if t_dec is not None and s.index == t_dec.index:
                         d_root = s.rail_rank(c)
                         b.add(
                             d_root,
@@ -566,9 +561,7 @@ def direct_allreduce(
                             nbytes=nbytes,
                         )
                         b.tree_bcast(
-                            b.arrange(_others_last(s, h_dec, d_root), "bcast", keep_last=True)
-                            if balance
-                            else _others_last(s, h_dec, d_root),
+                            tree_order(_others_last(s, h_dec, d_root), "bcast", keep_last=True),
                             x,
                             channel=intra_channel + 3,
                             release=release + LAG + 0.1,
@@ -577,9 +570,7 @@ def direct_allreduce(
                         )
                         continue
                     b.tree_bcast(
-                        b.arrange(_others(s, s.rail_rank(c), s.rail_rank(c)), "bcast")
-                        if balance
-                        else _others(s, s.rail_rank(c), s.rail_rank(c)),
+                        tree_order(_others(s, s.rail_rank(c), s.rail_rank(c)), "bcast"),
                         x,
                         channel=intra_channel + 3,
                         release=release + LAG + 0.1,
@@ -644,7 +635,7 @@ def optcc(
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
 
-    Example:
+    Examples:
         >>> from resilientcc.topology import hierarchical as cluster, fail_nics
         >>> s = optcc(fail_nics(cluster(4, 8), 0, 4), Fraction(2**30))
         >>> s.meta_get("share_straggler")
@@ -677,8 +668,6 @@ def optcc(
         raise ScheduleError(f"optcc: max_serial must be a positive integer, got {max_serial!r}")
     plan = DirectPlan(servers, shares)
     nics = max(sv.nics for sv in servers)
-    # time (s) of the bandwidth part, for the pipelining estimate only
-    t_bw = max(float(size * (1 + (n - 2) * shares[s] if n > 2 else size) / bw[s]) for s in bw)
     b = Builder("optcc", topology.num_ranks)
     b.order_by_release = True
     direct_allreduce(
@@ -688,7 +677,6 @@ def optcc(
         k,
         plan,
         max_serial=max_serial,
-        piece_time=t_bw / k,
         total_bytes=float(size),
         window=window,
         piece_weights=piece_weights(k, 2 if n <= DEEP_MAX_SERVERS else 4) if ramp else None,
