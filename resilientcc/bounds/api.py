@@ -121,7 +121,7 @@ def reference_bandwidth(topo: Topology) -> Fraction:
     * any other topology with NICs: the largest ``server_egress`` over servers;
       without NICs: the largest total capacity leaving one GPU.
 
-    Example:
+    Examples:
         >>> reference_bandwidth(hierarchical(4, 8))
         Fraction(400000000000, 1)
     """
@@ -188,7 +188,7 @@ def lower_bound(topology: Topology, size: object, method: str = "auto") -> Bound
     Returns:
         A :class:`BoundResult`; ``.seconds`` is an exact ``Fraction``.
 
-    Example:
+    Examples:
         >>> from resilientcc.topology import uniform_switch
         >>> lower_bound(uniform_switch(4, 100, "1/2"), 100).seconds
         Fraction(2, 1)
@@ -226,7 +226,7 @@ def fault_free_ring_time(topology: Topology, size: object) -> Fraction:
     """Bandwidth term of NCCL's flat ring over all ``p`` GPUs with no failure:
     ``2(p-1)/p * M / B`` with B = :func:`reference_bandwidth`.
 
-    Example:
+    Examples:
         >>> fault_free_ring_time(hierarchical(4, 8), 400 * 10**9)
         Fraction(31, 16)
     """

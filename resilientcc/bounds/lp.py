@@ -283,7 +283,7 @@ def lp_bound(
             :func:`resilientcc.bounds.reference_bandwidth`).
         cache: reuse a cached solve for the same topology and options.
 
-    Example:
+    Examples:
         >>> from resilientcc.topology import uniform_switch
         >>> r = lp_bound(uniform_switch(4, 100), 300)
         >>> r.seconds, r.binding.split(":")[0]

@@ -49,7 +49,7 @@ def hop_partition(
     if no NIC index is alive on both, the source's alive NICs weighted by egress (the
     simulator then routes as it can).
 
-    Example:
+    Examples:
         >>> from resilientcc.topology import hierarchical, fail_nics
         >>> t = fail_nics(hierarchical(2, 8, 4), 0, 1)
         >>> [(k, str(f)) for k, f in hop_partition(t, 0, 1)]
@@ -117,7 +117,7 @@ def balance(topology: Topology, size: Fraction, *, check: bool = True, **options
         size: message size in bytes (exact).
         check: run the exact executor (skipped above ``ring.CHECK_CAP``).
 
-    Example:
+    Examples:
         >>> from resilientcc.topology import hierarchical, fail_nics
         >>> s = balance(fail_nics(hierarchical(2, 8), 0, 4), Fraction(2**20))
         >>> s.meta_get("pieces"), len(s.chunks)

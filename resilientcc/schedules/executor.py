@@ -88,7 +88,7 @@ def topological_order(schedule: Schedule) -> tuple[int, ...]:
 def execute(schedule: Schedule, max_violations: int = 20) -> ExecutionResult:
     """Run ``schedule`` exactly and compare with the AllReduce postcondition.
 
-    Example:
+    Examples:
         >>> from fractions import Fraction
         >>> from resilientcc.schedules.ir import Schedule, Transfer, uniform_chunks
         >>> ts = (Transfer(0, 0, 1, 0, "reduce"), Transfer(1, 1, 0, 0, "copy", deps=(0,)))

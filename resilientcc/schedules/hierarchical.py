@@ -53,7 +53,7 @@ def hierarchical(
         size: message size in bytes.
         check: run the exact executor before returning.
 
-    Example:
+    Examples:
         >>> from resilientcc.topology import hierarchical as cluster
         >>> s = hierarchical(cluster(2, 4), Fraction(2**20))
         >>> s.ranks, len(s.chunks)

@@ -114,7 +114,7 @@ def to_msccl_xml(
     Raises:
         ExportError: a limit of the executor is exceeded.
 
-    Example:
+    Examples:
         >>> from resilientcc.schedules.ir import Transfer, uniform_chunks
         >>> ts = (Transfer(0, 0, 1, 0, "reduce"), Transfer(1, 1, 0, 0, "copy", deps=(0,)))
         >>> xml = to_msccl_xml(Schedule("pair", 2, Fraction(8), uniform_chunks(1), ts))

@@ -67,7 +67,7 @@ def r2cc_allreduce(
         check: run the exact executor before returning.
         pieces: pipeline pieces of the tail (default from the size).
 
-    Example:
+    Examples:
         >>> from resilientcc.topology import hierarchical as cluster, fail_nics
         >>> s = r2cc_allreduce(fail_nics(cluster(4, 2), 0, 1), Fraction(2**20))
         >>> s.meta_get("tail_fraction")

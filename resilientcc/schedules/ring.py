@@ -87,7 +87,7 @@ def server_layouts(topology: Topology) -> dict[int, ServerLayout]:
     ``g * K // G`` (it survives NIC failures, which remove links); otherwise it is read
     from the links (a GPU→NIC link).
 
-    Example:
+    Examples:
         >>> from resilientcc.topology import hierarchical, fail_nics
         >>> lay = server_layouts(fail_nics(hierarchical(2, 8, 4), 0, 1))[0]
         >>> lay.alive, lay.nic_of_gpu[3]
@@ -132,7 +132,7 @@ def pxn_remap(layout: ServerLayout) -> dict[int, int]:
     Alive NICs map to themselves; the ``i``-th dead NIC (by index) maps to the
     ``i mod len(alive)``-th alive NIC. No rebalancing: one alive NIC may carry several.
 
-    Example:
+    Examples:
         >>> lay = ServerLayout(0, (0,), (0,), (0, 1, 2, 3), (2, 3), {0: 0})
         >>> pxn_remap(lay)
         {0: 2, 1: 3, 2: 2, 3: 3}
@@ -292,7 +292,7 @@ def ring(
             Channel ``c`` carries ``1/C`` of the buffer and leaves every server on NIC
             ``c mod K``. Fewer channels mean fewer transfers (``2(p−1)·C·p``) but fewer NICs.
 
-    Example:
+    Examples:
         >>> from resilientcc.topology import hierarchical
         >>> s = ring(hierarchical(2, 2), Fraction(1024))
         >>> len(s.chunks), len(s.transfers)

@@ -462,7 +462,7 @@ def simulate(
     Raises:
         SimulationError: wrong topology, no route, an invalid pinned route, or a deadlock.
 
-    Example:
+    Examples:
         >>> from fractions import Fraction
         >>> from resilientcc.topology import hierarchical
         >>> from resilientcc.schedules.ring import ring

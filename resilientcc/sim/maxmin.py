@@ -48,7 +48,7 @@ def waterfill(
     Returns:
         The rate of one flow of each class.
 
-    Example:
+    Examples:
         >>> # 2 flows of class 0 share link 0 (cap 3) with class 1, capped at 0.5 by link 1
         >>> waterfill([2, 1], [9.0, 9.0], [[0], [0, 1]], [3.0, 0.5])
         [1.25, 0.5]
@@ -127,12 +127,13 @@ def maxmin_rates(
     demand at the private caps fits their capacity can never bind and are left out.
 
     Args:
-        flow_of_entry, link_of_entry: the flow–link incidence list (one entry per link of
-            each flow's route).
+        flow_of_entry: flow of each entry of the flow–link incidence list (one entry per
+            link of each flow's route).
+        link_of_entry: link of each entry of that list.
         num_flows: number of flows (a flow with no entry gets rate ``inf``).
         capacity: capacity of every link (indexed by ``link_of_entry``).
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> # flows 0, 1 share link 0 (cap 2); flow 1 also crosses link 1 (cap 0.5)
         >>> maxmin_rates(np.array([0, 1, 1]), np.array([0, 0, 1]), 2, np.array([2.0, 0.5]))

@@ -33,7 +33,7 @@ __all__ = ["Router"]
 class Router:
     """Computes and caches routes as tuples of link indices into ``topology.links``.
 
-    Example:
+    Examples:
         >>> from resilientcc.topology import hierarchical
         >>> t = hierarchical(2, 2)
         >>> r = Router(t)

@@ -52,7 +52,7 @@ class Sharing:
         rate: current rate of one flow of each class (its private cap while idle).
         mult: number of active flows of each class.
 
-    Example:
+    Examples:
         >>> sh = Sharing([(0,), (0,)], [5.0, 5.0], [6.0], 1e-9)
         >>> sh.join(0); sh.update()
         []

@@ -85,7 +85,7 @@ def hierarchical(
         pcie_bw: GPU↔NIC bandwidth each direction.
         fabric: ``"rail"`` or ``"switch"``.
 
-    Example:
+    Examples:
         >>> t = hierarchical(2, 8)
         >>> t.num_ranks, len(t.nics_of_server[0]), t.server_egress(0)
         (16, 8, Fraction(400000000000, 1))
@@ -157,7 +157,7 @@ def switch_model(
     ``egress``). Each endpoint stands for a GPU or for a whole server whose NICs are
     pooled; this is the model of the closed-form bounds.
 
-    Example:
+    Examples:
         >>> t = switch_model([100, 100, 50])
         >>> str(t.links[0].capacity), str(t.links[1].capacity)
         ('100', '100')
@@ -190,7 +190,7 @@ def switch_model(
 def uniform_switch(n: int, bw: object = DEFAULT_NIC_BW * 8, straggler_beta: object = 1) -> Topology:
     """Switch model with ``n`` endpoints of bandwidth ``bw``; endpoint 0 scaled by ``straggler_beta``.
 
-    Example:
+    Examples:
         >>> t = uniform_switch(4, 100, "1/2")
         >>> str(t.links[0].capacity), str(t.links[2].capacity)
         ('50', '100')

@@ -50,7 +50,7 @@ def fail_nics(topo: Topology, server: int, nics: int | Iterable[int]) -> Topolog
         TopologyError: unknown server or NIC, a NIC already failed, or a GPU left cut off
             (all NICs of a server down in a multi-server cluster).
 
-    Example:
+    Examples:
         >>> from resilientcc.topology import hierarchical
         >>> t = fail_nics(hierarchical(2, 8), 0, 4)
         >>> len(t.alive_nics(0)), t.server_egress(0) / t.server_egress(1)

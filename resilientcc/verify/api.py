@@ -60,7 +60,7 @@ def verify(
         VerificationError: an unknown property or a bad ``failures`` value.
         ScheduleError: a malformed schedule.
 
-    Example:
+    Examples:
         >>> from resilientcc.verify.examples import ring_allreduce
         >>> verify(ring_allreduce(4), failover=True).verdict
         'proved'

@@ -144,7 +144,7 @@ def check_deadlock_free(
     Args:
         window: transfers per slice of the topological order (see :func:`_slices`).
 
-    Example:
+    Examples:
         >>> from fractions import Fraction
         >>> from resilientcc.schedules.ir import Schedule, Transfer, uniform_chunks
         >>> ts = (Transfer(0, 0, 1, 0, "reduce"), Transfer(1, 1, 0, 0, "copy", deps=(0,)))

@@ -138,7 +138,7 @@ def check_failover_lossless(
         gpus_per_server: fail channel ``f`` of one server at a time.
         channels: only these channels may fail (default: every channel used).
 
-    Example:
+    Examples:
         >>> from resilientcc.verify.examples import ring_allreduce
         >>> check_failover_lossless(ring_allreduce(3)).verdict
         'proved'

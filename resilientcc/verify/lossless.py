@@ -124,7 +124,7 @@ def check_lossless(
 ) -> PropertyResult:
     """Prove that every rank ends with every contribution exactly once, for every chunk.
 
-    Example:
+    Examples:
         >>> from fractions import Fraction
         >>> from resilientcc.schedules.ir import Schedule, Transfer, uniform_chunks
         >>> ts = (Transfer(0, 0, 1, 0, "reduce"), Transfer(1, 1, 0, 0, "reduce", deps=(0,)))

@@ -182,7 +182,7 @@ def check_race_free(
 ) -> PropertyResult:
     """Prove that no two conflicting accesses to one ``(rank, chunk)`` are unordered.
 
-    Example:
+    Examples:
         >>> from fractions import Fraction
         >>> from resilientcc.schedules.ir import Schedule, Transfer, uniform_chunks
         >>> ts = (Transfer(0, 0, 1, 0, "reduce"), Transfer(1, 1, 0, 0, "copy"))  # no dep
