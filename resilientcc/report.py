@@ -3,7 +3,9 @@
 :func:`flagship` simulates every algorithm on ``servers`` × 8-GPU H100-class clusters
 (8 × 400 Gb/s NICs per server, rail fabric) where server 0 lost ``k`` of its 8 NICs,
 and compares each time with the LP lower bound and with the fault-free ring (simulated
-NCCL ring on the same cluster without failures) and the fault-free bound.
+NCCL ring on the same cluster without failures) and the fault-free bound. Every time
+comes with its latency part (the difference to the same simulation with zero latencies),
+so the table shows how much of a gap to the bound is latency.
 :func:`write_report` writes the table as JSON and Markdown and plots overhead against
 bandwidth loss. Work runs in a process pool (simulations are independent).
 """
@@ -48,6 +50,8 @@ class Row:
     fault_free_ring_formula_s: float
     fault_free_bound_s: float
     times_s: dict[str, float] = field(default_factory=dict)
+    #: the latency part of each time: minus the time of the same run with zero latencies
+    latency_s: dict[str, float] = field(default_factory=dict)
 
     def over_ring(self, algo: str) -> float:
         return self.times_s[algo] / self.fault_free_ring_s
@@ -57,6 +61,10 @@ class Row:
 
     def over_ff_bound(self, algo: str) -> float:
         return self.times_s[algo] / self.fault_free_bound_s
+
+    def bandwidth_over_bound(self, algo: str) -> float:
+        """The bandwidth part of the time (the zero-latency run) over the bound."""
+        return (self.times_s[algo] - self.latency_s[algo]) / self.bound_s
 
 
 class FileCache(dict[str, float]):
@@ -91,15 +99,21 @@ def _topology(servers: int, lost: int) -> Any:
     return fail_nics(topo, 0, lost) if lost else topo
 
 
-def _simulate(job: tuple[str, int, int, int]) -> tuple[tuple[str, int, int, int], float]:
-    """Run one simulation: ``(algorithm, servers, nics lost, size)`` -> seconds."""
+Job = tuple[str, int, int, int]
+
+
+def _simulate(job: Job) -> tuple[Job, float, float]:
+    """Run one simulation: ``(algorithm, servers, nics lost, size)`` -> (time, latency part)."""
     from resilientcc.schedules.generators import generate
     from resilientcc.sim import simulate
 
     algo, servers, lost, size = job
     topo = _topology(servers, lost)
     sched = generate(algo, topo, Fraction(size), check=False)
-    return job, float(simulate(sched, topo).time_s)
+    # "rerun": the latency part is the difference to the same run with zero latencies
+    # (the critical path's latencies would be one chain's, and move with small changes)
+    res = simulate(sched, topo, latency_mode="rerun")
+    return job, float(res.time_s), float(res.latency_s)
 
 
 def _bounds(servers: int, lost: int, size: int) -> tuple[float, float, float]:
@@ -132,11 +146,12 @@ def flagship(
         algorithms: generator names to simulate.
         workers: processes (default: CPU count, at most 4).
         progress: called with a one-line message as results come in.
-        cache: simulated times by ``"algo/servers/lost/size"``; missing entries are
-            computed and added (so a long run can be resumed).
+        cache: simulated times by ``"algo/servers/lost/size"`` and their latency parts
+            by ``"algo/servers/lost/size/latency"``; missing entries are computed and
+            added (so a long run can be resumed).
     """
     say = progress or (lambda _msg: None)
-    jobs: list[tuple[str, int, int, int]] = []
+    jobs: list[Job] = []
     for size in sizes:
         for n in servers:
             jobs.append(("ring", n, 0, size))
@@ -144,28 +159,38 @@ def flagship(
                 jobs += [(a, n, k, size) for a in algorithms]
     # biggest first, so the pool stays busy
     jobs.sort(key=lambda j: (-j[1], j[0] != "ring"))
-    results: dict[tuple[str, int, int, int], float] = {}
+    results: dict[Job, float] = {}
+    latency: dict[Job, float] = {}
     memo = cache if cache is not None else {}
 
-    def key_of(job: tuple[str, int, int, int]) -> str:
+    def key_of(job: Job) -> str:
         return "/".join(map(str, job))
 
     for job in list(jobs):
-        if key_of(job) in memo:
-            results[job] = memo[key_of(job)]
+        name = key_of(job)
+        if name in memo and name + "/latency" in memo:
+            results[job] = memo[name]
+            latency[job] = memo[name + "/latency"]
             jobs.remove(job)
     nworkers = workers or min(4, os.cpu_count() or 1)
     say(f"{len(jobs)} simulations on {nworkers} process(es)")
+
+    def record(i: int, key: Job, t: float, lat: float) -> None:
+        results[key], latency[key] = t, lat
+        memo[key_of(key) + "/latency"] = lat
+        memo[key_of(key)] = t
+        say(
+            f"[{i + 1}/{len(jobs)}] {key[0]} n={key[1]} lost={key[2]}: {t * 1e3:.3f} ms "
+            f"(latency part {lat * 1e3:.3f} ms)"
+        )
+
     if nworkers <= 1:
         for i, job in enumerate(jobs):
-            key, t = _simulate(job)
-            results[key] = memo[key_of(key)] = t
-            say(f"[{i + 1}/{len(jobs)}] {key[0]} n={key[1]} lost={key[2]}: {t * 1e3:.3f} ms")
+            record(i, *_simulate(job))
     else:
         with ProcessPoolExecutor(max_workers=nworkers) as pool:
-            for i, (key, t) in enumerate(pool.map(_simulate, jobs)):
-                results[key] = memo[key_of(key)] = t
-                say(f"[{i + 1}/{len(jobs)}] {key[0]} n={key[1]} lost={key[2]}: {t * 1e3:.3f} ms")
+            for i, out in enumerate(pool.map(_simulate, jobs)):
+                record(i, *out)
     rows = []
     for size in sizes:
         for n in servers:
@@ -182,6 +207,7 @@ def flagship(
                         fault_free_ring_formula_s=ring_formula,
                         fault_free_bound_s=ffb,
                         times_s={a: results[(a, n, k, size)] for a in algorithms},
+                        latency_s={a: latency[(a, n, k, size)] for a in algorithms},
                     )
                 )
     return rows
@@ -201,6 +227,8 @@ def rows_to_markdown(rows: Sequence[Row]) -> str:
     head += [f"{_short(a)}/ff ring" for a in algos]
     head += [f"{_short(a)}/bound" for a in algos]
     head += ["bound/ff bound", "optcc/ff bound"] if "optcc" in algos else ["bound/ff bound"]
+    if "optcc" in algos:
+        head += ["optcc latency part ms", "optcc zero-latency/bound"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         size = f"{r.size_bytes / 2**20:g} MiB"
@@ -217,6 +245,8 @@ def rows_to_markdown(rows: Sequence[Row]) -> str:
         cells.append(f"{r.bound_s / r.fault_free_bound_s:.3f}")
         if "optcc" in algos:
             cells.append(f"{r.over_ff_bound('optcc'):.3f}")
+            cells.append(f"{r.latency_s['optcc'] * 1e3:.3f}")
+            cells.append(f"{r.bandwidth_over_bound('optcc'):.3f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

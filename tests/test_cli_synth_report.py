@@ -106,8 +106,9 @@ def fake_rows():
     for n in (4, 8):
         for k in (1, 2, 4):
             times = {"ring": 2e-3, "balance": 1.5e-3, "r2cc_allreduce": 1.4e-3, "optcc": 1.1e-3}
+            lat = {a: 0.1e-3 for a in times}
             rows.append(
-                report_lib.Row(n, k, 2**30, (8 - k) / 8, 1e-3, 1.05e-3, 1.0e-3, 0.9e-3, times)
+                report_lib.Row(n, k, 2**30, (8 - k) / 8, 1e-3, 1.05e-3, 1.0e-3, 0.9e-3, times, lat)
             )
     return rows
 
@@ -135,6 +136,7 @@ def test_markdown_ratios():
     md = report_lib.rows_to_markdown(fake_rows()[:1])
     assert "1.048" in md  # optcc 1.1 / ff ring 1.05
     assert "1.100" in md  # optcc / bound
+    assert "| 0.100 | 1.000 |" in md  # optcc latency part, (1.1 − 0.1) / bound
 
 
 def test_flagship_uses_cache(monkeypatch):
@@ -142,14 +144,17 @@ def test_flagship_uses_cache(monkeypatch):
 
     def fake_sim(job):
         jobs.append(job)
-        return job, 1e-3
+        return job, 1e-3, 2e-5
 
     monkeypatch.setattr(report_lib, "_simulate", fake_sim)
     monkeypatch.setattr(report_lib, "_bounds", lambda n, k, size: (1e-3, 1e-3, 1e-3))
-    cache = {"ring/2/0/1024": 5e-4}
+    # a cached time without its latency part is simulated again
+    cache = {"ring/2/0/1024": 5e-4, "ring/2/0/1024/latency": 1e-5, "ring/2/4/1024": 7e-4}
     rows = report_lib.flagship([2], [4], [1024], ["ring", "optcc"], workers=1, cache=cache)
     assert ("ring", 2, 0, 1024) not in jobs and len(jobs) == 2
     assert rows[0].fault_free_ring_s == 5e-4 and "optcc/2/4/1024" in cache
+    assert cache["optcc/2/4/1024/latency"] == 2e-5 and rows[0].latency_s["ring"] == 2e-5
+    assert rows[0].times_s["ring"] == 1e-3
     assert Fraction(rows[0].beta).limit_denominator(8) == Fraction(1, 2)
 
 

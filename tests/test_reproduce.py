@@ -44,9 +44,16 @@ def test_reproduce_small_case(tmp_path, capsys):
     # every algorithm respects the bound
     for t in row["times_s"].values():
         assert t >= row["bound_s"] * (1 - 1e-9)
+    # the latency part of each time is reported; what is left (the same run with zero
+    # latencies) still respects the bound, and latencies do cost time here
+    assert set(row["latency_s"]) == set(row["times_s"])
+    for a, lat in row["latency_s"].items():
+        assert row["times_s"][a] - lat >= row["bound_s"] * (1 - 1e-9)
+        assert 0 < lat < row["times_s"][a]
+    assert "optcc zero-latency/bound" in md
     assert (out / "overhead.png").exists()
     # the cache makes a rerun free
     cache = json.loads((out / "cache.json").read_text())
-    assert len(cache) == 5
+    assert len(cache) == 10  # a time and its latency part per simulation
     assert mod.main(args) == 0
     assert "simulations" in capsys.readouterr().err
