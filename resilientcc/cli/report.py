@@ -52,9 +52,10 @@ def report(
     For each server count (8 × H100, 8 × 400 Gb/s NICs each) and NIC loss of server 0:
     the LP lower bound and the simulated times of ring, balance, r2cc_allreduce and
     optcc, with their overheads against the fault-free ring and the fault-free bound.
-    The full grid (4, 8, 16 servers) takes tens of minutes on 2 cores (the 16-server
-    rings have 260k transfers); --quick does 4 servers in a few minutes. Simulated times
-    are cached in OUT/cache.json, so an interrupted run resumes.
+    Each time comes with its latency part (a second simulation with zero latencies). The
+    full grid (4, 8, 16 servers) takes about 50 minutes on 2 cores (the 16-server OptCC
+    and R2CC schedules have 300k-500k transfers); --quick does 4 servers in a few
+    minutes. Simulated times are cached in OUT/cache.json, so an interrupted run resumes.
     """
     from resilientcc.report import FileCache, flagship, rows_to_markdown, write_report
 
