@@ -81,15 +81,24 @@ class FileCache(dict[str, float]):
             if isinstance(data, dict):
                 super().update({str(k): float(v) for k, v in data.items()})
 
-    def __setitem__(self, key: str, value: float) -> None:
-        super().__setitem__(key, value)
+    def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.path, json.dumps(dict(self), indent=1, sort_keys=True) + "\n")
 
+    def __setitem__(self, key: str, value: float) -> None:
+        super().__setitem__(key, value)
+        self._save()
+
+    def update(self, *args: Any, **kwargs: float) -> None:
+        """Add several entries, saved in one write."""
+        super().update(*args, **kwargs)
+        self._save()
+
     def drop(self, algorithm: str) -> None:
-        """Forget every entry of ``algorithm``."""
+        """Forget every entry of ``algorithm`` (saved at once)."""
         for k in [k for k in self if k.startswith(algorithm + "/")]:
-            del self[k]
+            super().__delitem__(k)
+        self._save()
 
 
 def _topology(servers: int, lost: int) -> Any:
@@ -177,8 +186,7 @@ def flagship(
 
     def record(i: int, key: Job, t: float, lat: float) -> None:
         results[key], latency[key] = t, lat
-        memo[key_of(key) + "/latency"] = lat
-        memo[key_of(key)] = t
+        memo.update({key_of(key): t, key_of(key) + "/latency": lat})  # one write
         say(
             f"[{i + 1}/{len(jobs)}] {key[0]} n={key[1]} lost={key[2]}: {t * 1e3:.3f} ms "
             f"(latency part {lat * 1e3:.3f} ms)"
