@@ -201,3 +201,55 @@ def test_no_degraded_server_is_the_ring():
     d = optcc(topo, M, direct=True)
     assert d.transfers != r.transfers
     assert executor.execute(d).ok
+
+
+def _straggler_bytes(s, gpus: int) -> tuple[Fraction, Fraction]:
+    size = {c.index: c.size for c in s.chunks}
+    out = sum(size[t.chunk] for t in s.transfers if t.src // gpus == 0 and t.dst // gpus != 0)
+    inn = sum(size[t.chunk] for t in s.transfers if t.dst // gpus == 0 and t.src // gpus != 0)
+    return out, inn
+
+
+def test_split_variant_above_six_servers_in_the_coupled_regime():
+    """7 servers, 1 of 4 NICs lost (β = 3/4 > β* = 6/11): rings on β, decoupled direct on the rest.
+
+    The straggler moves 2(p−1)/p · f in the rings and its tail partial (1 − f) out, the
+    others' sum back: exact byte counts, and the exact executor passes (``check``).
+    """
+    topo = fail_nics(hierarchical(7, 4), 0, 1)
+    s = optcc(topo, M, pieces=2)
+    f = Fraction(3, 4)
+    assert s.meta_get("ring_fraction") == str(f)
+    assert s.meta_get("variant") == "rings + decoupled direct"
+    p = 28
+    expect = Fraction(2 * (p - 1), p) * f + (1 - f)
+    assert _straggler_bytes(s, 4) == (expect, expect)
+    # decoupled regime (2 of 4 lost, β = ½ ≤ β*) and at most six servers: direct only
+    assert optcc(fail_nics(hierarchical(7, 4), 0, 2), M, pieces=2).meta_get("ring_fraction") == "0"
+    small = optcc(fail_nics(hierarchical(4, 4), 0, 1), M, pieces=2)
+    assert small.meta_get("ring_fraction") == "0" and small.meta_get("variant") == "direct"
+
+
+def test_split_variant_respects_the_bound_in_the_simulator():
+    from resilientcc import sim
+    from resilientcc.bounds import lower_bound
+
+    topo = fail_nics(hierarchical(7, 4), 0, 1)
+    size = Fraction(2**26)
+    t = sim.simulate(optcc(topo, size, pieces=2), topo).time_s
+    assert t >= float(lower_bound(topo, size).seconds)
+
+
+@pytest.mark.parametrize("f", ["1/2", "0.25"])
+def test_ring_fraction_can_be_asked_for(f):
+    topo = fail_nics(hierarchical(4, 4), 0, 1)
+    s = optcc(topo, Fraction(2**24), pieces=2, ring_fraction=f)
+    assert Fraction(s.meta_get("ring_fraction")) == Fraction(f)
+
+
+@pytest.mark.parametrize("f", ["1", "-0.5", "half"])
+def test_bad_ring_fraction_is_a_schedule_error(f):
+    from resilientcc.errors import ScheduleError
+
+    with pytest.raises(ScheduleError, match="ring_fraction"):
+        optcc(fail_nics(hierarchical(4, 4), 0, 1), M, ring_fraction=f)

@@ -39,6 +39,8 @@ __all__ = [
     "Builder",
     "ServerInfo",
     "binomial_order",
+    "nic_ring_order",
+    "nic_rings",
     "server_view",
 ]
 
@@ -417,6 +419,45 @@ class Builder:
                     release=release,
                     nbytes=nbytes,
                 )
+
+
+def nic_ring_order(servers: Sequence[ServerInfo], nic: int) -> list[int]:
+    """All ranks, server by server, each server entered at the GPU of NIC ``nic``."""
+    out: list[int] = []
+    for sv in servers:
+        g = sv.nic_gpu[nic] if nic < sv.nics else 0
+        out += list(sv.ranks[g:]) + list(sv.ranks[:g])
+    return out
+
+
+def nic_rings(
+    b: Builder,
+    servers: Sequence[ServerInfo],
+    region: Fraction,
+    nics: Sequence[int],
+    *,
+    total_bytes: float = 0.0,
+) -> None:
+    """Flat ring AllReduces of ``region`` (a fraction of the buffer), one per NIC in ``nics``.
+
+    Ring ``c`` runs over every GPU, entering each server at the GPU of NIC ``c``, so all
+    its inter-server hops use rail ``c`` (NCCL's ring restricted to those NICs). Its
+    ``p`` chunks of ``region / (len(nics)·p)`` are appended to the builder's chunks.
+    """
+    p = sum(len(sv.ranks) for sv in servers)
+    server_of = {r: sv.index for sv in servers for r in sv.ranks}
+    size = region / (len(nics) * p)
+    for c in nics:
+        ring = nic_ring_order(servers, c)
+        chunks = [b.chunk(size) for _ in range(p)]
+        hops = [(ring[j], ring[(j + 1) % p]) for j in range(p)]
+        b.ring_allreduce(
+            ring,
+            chunks,
+            {h: c for h in hops},
+            net_of={h: server_of[h[0]] != server_of[h[1]] for h in hops},
+            nbytes=float(size) * total_bytes,
+        )
 
 
 def generator_args(name: str, size: int | Fraction, options: Mapping[str, object]) -> Fraction:

@@ -68,6 +68,15 @@ go to the GPUs that have moved least), and a credit ``window`` keeps at most two
 of trees in flight per server so that early pieces are not slowed by later ones
 (1 GiB, 4 × 8 GPUs, 4 NICs lost: 1.20 × the bound before, 1.12 × with these changes).
 
+**Rings plus a decoupled tail** (more than :data:`DEEP_MAX_SERVERS` servers, exactly one
+degraded server, coupled regime). The direct schedule's transfers grow as ``N²`` and its
+dependency chains with them; there the fraction ``f = β`` of the buffer that the straggler
+can carry at full rate runs on NCCL-style flat rings over the NICs alive everywhere
+(:func:`~resilientcc.schedules._build.nic_rings`), and ``1 − f`` on the decoupled direct
+schedule with only the healthy servers as owners. ``DirectPlan``'s rail weights count the
+rings' load on the common rails (``base_load``). 1 GiB, 8 servers, 1 NIC lost: 5.854 ms
+against 6.724 ms for the direct schedule alone.
+
 With no degraded server OptCC is NCCL's ring (the direct schedule measures 1.12 × the
 ring there), so at ``β = 1`` it is never worse than the fault-free ring.
 """
@@ -81,7 +90,13 @@ from fractions import Fraction
 from typing import Any
 
 from resilientcc.errors import ScheduleError
-from resilientcc.schedules._build import Builder, ServerInfo, generator_args, server_view
+from resilientcc.schedules._build import (
+    Builder,
+    ServerInfo,
+    generator_args,
+    nic_rings,
+    server_view,
+)
 from resilientcc.schedules.ir import COPY, REDUCE, Schedule
 from resilientcc.schedules.ring import ring
 from resilientcc.topology.model import Topology
@@ -210,13 +225,19 @@ def default_pieces(size: Fraction, servers: int, *, decoupled: bool = False) -> 
 
 
 class DirectPlan:
-    """Which rails each pair of servers uses (arcs), from the shares and NIC health."""
+    """Which rails each pair of servers uses (arcs), from the shares and NIC health.
+
+    ``base_load[c]``: load already on rail ``c`` of every healthy server from other
+    traffic (per direction, in units of the direct region), which the rail weights
+    even out.
+    """
 
     def __init__(
         self,
         servers: Sequence[ServerInfo],
         shares: Mapping[int, Fraction],
         healthy_rails: Sequence[int] | None = None,
+        base_load: Mapping[int, Fraction] | None = None,
     ) -> None:
         self.servers = list(servers)
         self.shares = dict(shares)
@@ -226,7 +247,7 @@ class DirectPlan:
         self.healthy_rails = rails
         # extra load per healthy NIC from pairs with degraded servers (units of a piece)
         w_h = shares[healthy[0].index] if healthy else Fraction(0)
-        extra: dict[int, Fraction] = {c: Fraction(0) for c in rails}
+        extra: dict[int, Fraction] = {c: Fraction((base_load or {}).get(c, 0)) for c in rails}
         for d in servers:
             if d.healthy:
                 continue
@@ -580,6 +601,72 @@ def direct_allreduce(
                 xcount += 1
 
 
+def _ring_fraction(
+    servers: Sequence[ServerInfo], shares: Mapping[int, Fraction], asked: object
+) -> Fraction:
+    """The ring part ``f`` of the split schedule (``optcc``'s ``ring_fraction``)."""
+    if asked is not None:
+        try:
+            f = Fraction(str(asked))
+        except (ValueError, ZeroDivisionError):
+            raise ScheduleError(f"optcc: ring_fraction must be a number, got {asked!r}") from None
+        if not 0 <= f < 1:
+            raise ScheduleError(f"optcc: ring_fraction must be in [0, 1), got {f}")
+        if f > 0 and sum(1 for sv in servers if sv.healthy) < 2:
+            raise ScheduleError("optcc: ring_fraction needs at least two healthy servers")
+        return f
+    degraded = [sv for sv in servers if not sv.healthy]
+    if len(servers) <= DEEP_MAX_SERVERS or len(degraded) != 1:
+        return Fraction(0)
+    d = degraded[0]
+    if shares[d.index] == 0:  # decoupled regime: the direct schedule alone
+        return Fraction(0)
+    return d.bandwidth / max(sv.bandwidth for sv in servers)
+
+
+def _ring_split(
+    b: Builder,
+    servers: Sequence[ServerInfo],
+    f: Fraction,
+    size: Fraction,
+    pieces: int | None,
+    window: int,
+    max_serial: int,
+    ramp: bool,
+) -> tuple[DirectPlan, int]:
+    """Rings on ``f`` of the buffer, the decoupled direct schedule on the rest."""
+    nics = max(sv.nics for sv in servers)
+    common = [c for c in range(nics) if all(c in sv.alive for sv in servers)]
+    healthy = [sv for sv in servers if sv.healthy]
+    if not common or len(healthy) < 2:
+        raise ScheduleError("optcc: ring_fraction needs a NIC alive on every server")
+    p = sum(len(sv.ranks) for sv in servers)
+    nic_rings(b, servers, f, common, total_bytes=float(size))
+    # the rings load each common rail with 2(p−1)/p · f/|common| per direction
+    ring_load = Fraction(2 * (p - 1), p) * f / (len(common) * (1 - f)) if common else Fraction(0)
+    shares = {sv.index: Fraction(1, len(healthy)) if sv.healthy else Fraction(0) for sv in servers}
+    plan = DirectPlan(servers, shares, base_load={c: ring_load for c in common})
+    k = pieces if pieces is not None else min(12, 2 * default_pieces(size * (1 - f), len(servers)))
+    direct_allreduce(
+        b,
+        servers,
+        1 - f,
+        k,
+        plan,
+        max_serial=max_serial,
+        total_bytes=float(size),
+        window=window,
+        piece_weights=piece_weights(k, 4) if ramp else None,
+        intra_channel=nics,
+        rs_channel_offset=nics,
+        ag_channel_offset=2 * nics,
+        stage_degraded=False,
+        balance=True,
+        avoid_stage=False,
+    )
+    return plan, k
+
+
 def optcc(
     topology: Topology,
     size: Fraction,
@@ -597,6 +684,7 @@ def optcc(
     balance: bool | None = None,
     avoid_stage: bool = False,
     direct: bool = False,
+    ring_fraction: Fraction | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -631,6 +719,12 @@ def optcc(
             lands (measured slightly worse; off).
         direct: use the direct schedule even when no server is degraded (by default
             OptCC is then NCCL's ring).
+        ring_fraction: the fraction ``f`` of the buffer all-reduced by NCCL-style rings
+            on the NICs alive everywhere, the rest by the decoupled direct schedule
+            with the healthy servers as owners (see the module docs). Default: the
+            straggler's bandwidth fraction ``β`` when exactly one server is degraded,
+            it is in the coupled regime and there are more than
+            :data:`DEEP_MAX_SERVERS` servers; else ``0`` (direct schedule only).
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -666,28 +760,32 @@ def optcc(
         raise ScheduleError(f"optcc: pieces must be a positive integer, got {k!r}")
     if not isinstance(max_serial, int) or max_serial < 1:
         raise ScheduleError(f"optcc: max_serial must be a positive integer, got {max_serial!r}")
-    plan = DirectPlan(servers, shares)
     nics = max(sv.nics for sv in servers)
     b = Builder("optcc", topology.num_ranks)
     b.order_by_release = True
-    direct_allreduce(
-        b,
-        servers,
-        Fraction(1),
-        k,
-        plan,
-        max_serial=max_serial,
-        total_bytes=float(size),
-        window=window,
-        piece_weights=piece_weights(k, 2 if n <= DEEP_MAX_SERVERS else 4) if ramp else None,
-        ag_channel_offset=nics * ag_offset,
-        stage_degraded=stage,
-        degraded_connections=degraded_connections,
-        flat_bcast=bool(flat_bcast),
-        decouple=decouple,
-        balance=bool(balance),
-        avoid_stage=avoid_stage,
-    )
+    f = _ring_fraction(servers, shares, ring_fraction)
+    if f > 0:
+        plan, k = _ring_split(b, servers, f, size, pieces, window, max_serial, ramp)
+    else:
+        plan = DirectPlan(servers, shares)
+        direct_allreduce(
+            b,
+            servers,
+            Fraction(1),
+            k,
+            plan,
+            max_serial=max_serial,
+            total_bytes=float(size),
+            window=window,
+            piece_weights=piece_weights(k, 2 if n <= DEEP_MAX_SERVERS else 4) if ramp else None,
+            ag_channel_offset=nics * ag_offset,
+            stage_degraded=stage,
+            degraded_connections=degraded_connections,
+            flat_bcast=bool(flat_bcast),
+            decouple=decouple,
+            balance=bool(balance),
+            avoid_stage=avoid_stage,
+        )
     worst = min(servers, key=lambda sv: sv.bandwidth)
     meta = (
         ("generator", "optcc"),
@@ -696,5 +794,7 @@ def optcc(
         ("shares", ",".join(f"{s}:{shares[s]}" for s in sorted(shares))),
         ("share_straggler", str(shares[worst.index])),
         ("rail_weights", ",".join(f"{c}:{plan.lam[c]}" for c in sorted(plan.lam))),
+        ("ring_fraction", str(f)),
+        ("variant", "rings + decoupled direct" if f > 0 else "direct"),
     )
     return b.build(size, topology=topology.shape_fingerprint, meta=meta, check=check)

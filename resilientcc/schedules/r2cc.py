@@ -23,7 +23,7 @@ from fractions import Fraction
 from typing import Any
 
 from resilientcc.errors import ScheduleError
-from resilientcc.schedules._build import Builder, ServerInfo, generator_args, server_view
+from resilientcc.schedules._build import Builder, generator_args, nic_rings, server_view
 from resilientcc.schedules.ir import Schedule
 from resilientcc.schedules.optcc import DirectPlan, default_pieces, direct_allreduce
 from resilientcc.topology.model import Topology
@@ -40,15 +40,6 @@ def r2cc_model(n: int, x: Fraction) -> Fraction:
     if n < 2 or not 0 <= x < 1:
         raise ScheduleError(f"r2cc model: needs n >= 2 and 0 <= X < 1, got n={n}, X={x}")
     return 1 + Fraction(n) * x / (2 * (n - 1) * (1 - x))
-
-
-def _ring_order(servers: list[ServerInfo], nic: int) -> list[int]:
-    """All ranks, server by server, each server entered at the GPU of NIC ``nic``."""
-    out: list[int] = []
-    for sv in servers:
-        g = sv.nic_gpu[nic] if nic < sv.nics else 0
-        out += list(sv.ranks[g:]) + list(sv.ranks[:g])
-    return out
 
 
 def r2cc_allreduce(
@@ -91,19 +82,8 @@ def r2cc_allreduce(
         raise ScheduleError(f"r2cc_allreduce: pieces must be a positive integer, got {k!r}")
     b = Builder("r2cc_allreduce", topology.num_ranks)
     b.order_by_release = True
-    p = topology.num_ranks
     # 1. main part: one flat ring per common NIC
-    main = 1 - x
-    for c in common:
-        ring = _ring_order(servers, c)
-        chunks = [b.chunk(main / (len(common) * p)) for _ in range(p)]
-        server_of = {r: sv.index for sv in servers for r in sv.ranks}
-        chans = {(ring[j], ring[(j + 1) % p]): c for j in range(p)}
-        net = {
-            (ring[j], ring[(j + 1) % p]): server_of[ring[j]] != server_of[ring[(j + 1) % p]]
-            for j in range(p)
-        }
-        b.ring_allreduce(ring, chunks, chans, net_of=net, release=0.0)
+    nic_rings(b, servers, 1 - x, common)
     # 2. tail: owned by the healthy servers (the helpers), on the lost rails
     if x > 0:
         shares = {
