@@ -725,6 +725,8 @@ def optcc(
             straggler's bandwidth fraction ``β`` when exactly one server is degraded,
             it is in the coupled regime and there are more than
             :data:`DEEP_MAX_SERVERS` servers; else ``0`` (direct schedule only).
+            With ``f > 0`` the tail always uses balanced trees, the decoupled
+            straggler and shared connections (``ag_offset`` to ``avoid_stage`` are ignored).
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
