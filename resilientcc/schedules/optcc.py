@@ -612,8 +612,6 @@ def _ring_fraction(
             raise ScheduleError(f"optcc: ring_fraction must be a number, got {asked!r}") from None
         if not 0 <= f < 1:
             raise ScheduleError(f"optcc: ring_fraction must be in [0, 1), got {f}")
-        if f > 0 and sum(1 for sv in servers if sv.healthy) < 2:
-            raise ScheduleError("optcc: ring_fraction needs at least two healthy servers")
         return f
     degraded = [sv for sv in servers if not sv.healthy]
     if len(servers) <= DEEP_MAX_SERVERS or len(degraded) != 1:
@@ -638,12 +636,14 @@ def _ring_split(
     nics = max(sv.nics for sv in servers)
     common = [c for c in range(nics) if all(c in sv.alive for sv in servers)]
     healthy = [sv for sv in servers if sv.healthy]
-    if not common or len(healthy) < 2:
+    if len(healthy) < 2:
+        raise ScheduleError("optcc: ring_fraction needs at least two healthy servers")
+    if not common:
         raise ScheduleError("optcc: ring_fraction needs a NIC alive on every server")
     p = sum(len(sv.ranks) for sv in servers)
     nic_rings(b, servers, f, common, total_bytes=float(size))
     # the rings load each common rail with 2(p−1)/p · f/|common| per direction
-    ring_load = Fraction(2 * (p - 1), p) * f / (len(common) * (1 - f)) if common else Fraction(0)
+    ring_load = Fraction(2 * (p - 1), p) * f / (len(common) * (1 - f))
     shares = {sv.index: Fraction(1, len(healthy)) if sv.healthy else Fraction(0) for sv in servers}
     plan = DirectPlan(servers, shares, base_load={c: ring_load for c in common})
     k = pieces if pieces is not None else min(12, 2 * default_pieces(size * (1 - f), len(servers)))
