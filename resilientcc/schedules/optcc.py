@@ -751,17 +751,12 @@ def optcc(
             name="optcc",
             meta=(("generator", "optcc"), ("variant", "ring (no degraded server)")),
         )
-    # decoupled regime: exactly one server too slow to own a shard (β ≤ β*)
-    decoupled = decouple and sum(1 for w in shares.values() if w == 0) == 1
-    if balance is None:
-        balance = decoupled or n > DEEP_MAX_SERVERS
-    if window is None:
-        window = 2
-    k = pieces if pieces is not None else default_pieces(size, n, decoupled=decoupled)
-    if not isinstance(k, int) or k < 1:
-        raise ScheduleError(f"optcc: pieces must be a positive integer, got {k!r}")
+    if pieces is not None and (not isinstance(pieces, int) or pieces < 1):
+        raise ScheduleError(f"optcc: pieces must be a positive integer, got {pieces!r}")
     if not isinstance(max_serial, int) or max_serial < 1:
         raise ScheduleError(f"optcc: max_serial must be a positive integer, got {max_serial!r}")
+    if window is None:
+        window = 2
     nics = max(sv.nics for sv in servers)
     b = Builder("optcc", topology.num_ranks)
     b.order_by_release = True
@@ -769,6 +764,11 @@ def optcc(
     if f > 0:
         plan, k = _ring_split(b, servers, f, size, pieces, window, max_serial, ramp)
     else:
+        # decoupled regime: exactly one server too slow to own a shard (β ≤ β*)
+        decoupled = decouple and sum(1 for w in shares.values() if w == 0) == 1
+        if balance is None:
+            balance = decoupled or n > DEEP_MAX_SERVERS
+        k = pieces if pieces is not None else default_pieces(size, n, decoupled=decoupled)
         plan = DirectPlan(servers, shares)
         direct_allreduce(
             b,
