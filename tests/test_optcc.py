@@ -210,7 +210,7 @@ def _straggler_bytes(s, gpus: int) -> tuple[Fraction, Fraction]:
     return out, inn
 
 
-def test_split_variant_above_six_servers_in_the_coupled_regime():
+def test_split_variant_in_the_coupled_regime():
     """7 servers, 1 of 4 NICs lost (β = 3/4 > β* = 6/11): rings on β, decoupled direct on the rest.
 
     The straggler moves 2(p−1)/p · f in the rings and its tail partial (1 − f) out, the
@@ -224,10 +224,31 @@ def test_split_variant_above_six_servers_in_the_coupled_regime():
     p = 28
     expect = Fraction(2 * (p - 1), p) * f + (1 - f)
     assert _straggler_bytes(s, 4) == (expect, expect)
-    # decoupled regime (2 of 4 lost, β = ½ ≤ β*) and at most six servers: direct only
+    # decoupled regime (2 of 4 lost, β = ½ ≤ β*): direct only
     assert optcc(fail_nics(hierarchical(7, 4), 0, 2), M, pieces=2).meta_get("ring_fraction") == "0"
-    small = optcc(fail_nics(hierarchical(4, 4), 0, 1), M, pieces=2)
-    assert small.meta_get("ring_fraction") == "0" and small.meta_get("variant") == "direct"
+
+
+@pytest.mark.parametrize(
+    ("servers", "gpus", "lost", "f"),
+    [
+        (4, 4, 1, Fraction(1, 2)),  # β = 3/4: f = 2β − 1
+        (4, 8, 1, Fraction(3, 4)),  # β = 7/8
+        (3, 8, 2, Fraction(1, 2)),
+        (6, 8, 1, Fraction(3, 4)),  # six servers: still 2β − 1
+        (7, 8, 1, Fraction(7, 8)),  # above six: β
+        (4, 8, 4, Fraction(0)),  # β = ½: decoupled, direct only
+        (2, 8, 1, Fraction(0)),  # one healthy server: no split
+    ],
+)
+def test_default_ring_fraction(servers, gpus, lost, f):
+    s = optcc(fail_nics(hierarchical(servers, gpus), 0, lost), Fraction(2**24), check=False)
+    assert Fraction(s.meta_get("ring_fraction")) == f
+    assert s.meta_get("variant") == ("rings + decoupled direct" if f else "direct")
+
+
+def test_no_split_when_two_servers_are_degraded():
+    topo = fail_nics(fail_nics(hierarchical(4, 4), 0, 1), 1, 1)
+    assert optcc(topo, Fraction(2**24), check=False).meta_get("ring_fraction") == "0"
 
 
 def test_split_variant_respects_the_bound_in_the_simulator():

@@ -68,14 +68,17 @@ go to the GPUs that have moved least), and a credit ``window`` keeps at most two
 of trees in flight per server so that early pieces are not slowed by later ones
 (1 GiB, 4 × 8 GPUs, 4 NICs lost: 1.20 × the bound before, 1.12 × with these changes).
 
-**Rings plus a decoupled tail** (more than :data:`DEEP_MAX_SERVERS` servers, exactly one
-degraded server, coupled regime). The direct schedule's transfers grow as ``N²`` and its
-dependency chains with them; there the fraction ``f = β`` of the buffer that the straggler
-can carry at full rate runs on NCCL-style flat rings over the NICs alive everywhere
+**Rings plus a decoupled tail** (exactly one degraded server, coupled regime). The direct
+schedule's transfers grow as ``N²`` and its dependency chains with them; a fraction ``f``
+of the buffer runs instead on NCCL-style flat rings over the NICs alive everywhere
 (:func:`~resilientcc.schedules._build.nic_rings`), and ``1 − f`` on the decoupled direct
 schedule with only the healthy servers as owners. ``DirectPlan``'s rail weights count the
-rings' load on the common rails (``base_load``). 1 GiB, 8 servers, 1 NIC lost: 5.854 ms
-against 6.724 ms for the direct schedule alone.
+rings' load on the common rails (``base_load``). Above :data:`DEEP_MAX_SERVERS` servers
+``f = β``, the part the straggler can carry at full rate (1 GiB, 8 servers, 1 NIC lost:
+5.854 ms against 6.724 ms for the direct schedule alone); up to it ``f = 2β − 1``, from
+the direct schedule alone at ``β = ½`` to rings alone at ``β = 1`` (4 servers, 1 and 2
+NICs lost: 5.635 → 5.627 and 5.994 → 5.867 ms at 1 GiB, 1.554 → 1.471 and 1.653 → 1.488
+ms at 256 MiB).
 
 With no degraded server OptCC is NCCL's ring (the direct schedule measures 1.12 × the
 ring there), so at ``β = 1`` it is never worse than the fault-free ring.
@@ -114,8 +117,9 @@ __all__ = [
 #: logical delay of a piece's return stage: piece k+1 scatters before piece k returns
 LAG = 1.5
 
-#: up to this many servers the decoupled schedule uses its deepest pipeline and the
-#: coupled one leaves its trees unbalanced (both measured best in the simulator)
+#: up to this many servers the decoupled schedule uses its deepest pipeline, the coupled
+#: one leaves its trees unbalanced and the ring part is ``2β − 1`` (not ``β``): each
+#: measured best in the simulator
 DEEP_MAX_SERVERS = 6
 
 
@@ -614,12 +618,19 @@ def _ring_fraction(
             raise ScheduleError(f"optcc: ring_fraction must be in [0, 1), got {f}")
         return f
     degraded = [sv for sv in servers if not sv.healthy]
-    if len(servers) <= DEEP_MAX_SERVERS or len(degraded) != 1:
+    if len(degraded) != 1 or len(servers) - len(degraded) < 2:
         return Fraction(0)
     d = degraded[0]
     if shares[d.index] == 0:  # decoupled regime: the direct schedule alone
         return Fraction(0)
-    return d.bandwidth / max(sv.bandwidth for sv in servers)
+    nics = max(sv.nics for sv in servers)
+    if not any(all(c in sv.alive for sv in servers) for c in range(nics)):
+        return Fraction(0)  # no rail alive on every server: no rings
+    beta = d.bandwidth / max(sv.bandwidth for sv in servers)
+    if len(servers) > DEEP_MAX_SERVERS:
+        return beta
+    # up to six servers: from the direct schedule alone at β = 1/2 to rings alone at β = 1
+    return max(Fraction(0), 2 * beta - 1)
 
 
 def _ring_split(
@@ -721,10 +732,11 @@ def optcc(
             OptCC is then NCCL's ring).
         ring_fraction: the fraction ``f`` of the buffer all-reduced by NCCL-style rings
             on the NICs alive everywhere, the rest by the decoupled direct schedule
-            with the healthy servers as owners (see the module docs). Default: the
-            straggler's bandwidth fraction ``β`` when exactly one server is degraded,
-            it is in the coupled regime and there are more than
-            :data:`DEEP_MAX_SERVERS` servers; else ``0`` (direct schedule only).
+            with the healthy servers as owners (see the module docs). Default, when
+            exactly one server is degraded, it is in the coupled regime, at least two
+            servers are healthy and a NIC is alive on every server: the straggler's
+            bandwidth fraction ``β`` above :data:`DEEP_MAX_SERVERS` servers and
+            ``2β − 1`` up to it; else ``0`` (direct schedule only).
             With ``f > 0`` the tail always uses balanced trees, the decoupled
             straggler and shared connections (``ag_offset`` to ``avoid_stage`` are ignored).
 
