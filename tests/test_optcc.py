@@ -276,10 +276,10 @@ def test_bad_ring_fraction_is_a_schedule_error(f):
         optcc(fail_nics(hierarchical(4, 4), 0, 1), M, ring_fraction=f)
 
 
-@pytest.mark.parametrize("servers", [4, 7])  # the direct schedule, and the split above six
+@pytest.mark.parametrize(("servers", "lost"), [(4, 2), (7, 1)])  # direct schedule; split
 @pytest.mark.parametrize("pieces", [0, -2, 1.5])
-def test_bad_pieces_is_a_schedule_error(servers, pieces):
+def test_bad_pieces_is_a_schedule_error(servers, lost, pieces):
     from resilientcc.errors import ScheduleError
 
     with pytest.raises(ScheduleError, match="pieces must be a positive integer"):
-        optcc(fail_nics(hierarchical(servers, 4), 0, 1), M, pieces=pieces)
+        optcc(fail_nics(hierarchical(servers, 4), 0, lost), M, pieces=pieces)

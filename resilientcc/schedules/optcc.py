@@ -605,6 +605,21 @@ def direct_allreduce(
                 xcount += 1
 
 
+def _common_rails(servers: Sequence[ServerInfo]) -> list[int]:
+    """NICs alive on every server (the rails the split's rings use)."""
+    nics = max(sv.nics for sv in servers)
+    return [c for c in range(nics) if all(c in sv.alive for sv in servers)]
+
+
+def _split_blocker(servers: Sequence[ServerInfo]) -> str | None:
+    """Why the rings-plus-tail split cannot run on ``servers`` (``None`` if it can)."""
+    if sum(1 for sv in servers if sv.healthy) < 2:
+        return "at least two healthy servers"
+    if not _common_rails(servers):
+        return "a NIC alive on every server"
+    return None
+
+
 def _ring_fraction(
     servers: Sequence[ServerInfo], shares: Mapping[int, Fraction], asked: object
 ) -> Fraction:
@@ -618,14 +633,11 @@ def _ring_fraction(
             raise ScheduleError(f"optcc: ring_fraction must be in [0, 1), got {f}")
         return f
     degraded = [sv for sv in servers if not sv.healthy]
-    if len(degraded) != 1 or len(servers) - len(degraded) < 2:
+    if len(degraded) != 1 or _split_blocker(servers) is not None:
         return Fraction(0)
     d = degraded[0]
     if shares[d.index] == 0:  # decoupled regime: the direct schedule alone
         return Fraction(0)
-    nics = max(sv.nics for sv in servers)
-    if not any(all(c in sv.alive for sv in servers) for c in range(nics)):
-        return Fraction(0)  # no rail alive on every server: no rings
     beta = d.bandwidth / max(sv.bandwidth for sv in servers)
     if len(servers) > DEEP_MAX_SERVERS:
         return beta
@@ -644,13 +656,12 @@ def _ring_split(
     ramp: bool,
 ) -> tuple[DirectPlan, int]:
     """Rings on ``f`` of the buffer, the decoupled direct schedule on the rest."""
+    blocker = _split_blocker(servers)
+    if blocker is not None:
+        raise ScheduleError(f"optcc: ring_fraction needs {blocker}")
     nics = max(sv.nics for sv in servers)
-    common = [c for c in range(nics) if all(c in sv.alive for sv in servers)]
+    common = _common_rails(servers)
     healthy = [sv for sv in servers if sv.healthy]
-    if len(healthy) < 2:
-        raise ScheduleError("optcc: ring_fraction needs at least two healthy servers")
-    if not common:
-        raise ScheduleError("optcc: ring_fraction needs a NIC alive on every server")
     p = sum(len(sv.ranks) for sv in servers)
     nic_rings(b, servers, f, common, total_bytes=float(size))
     # the rings load each common rail with 2(p−1)/p · f/|common| per direction
