@@ -39,6 +39,7 @@ __all__ = [
     "Builder",
     "ServerInfo",
     "binomial_order",
+    "common_rails",
     "nic_ring_order",
     "nic_rings",
     "server_view",
@@ -419,6 +420,12 @@ class Builder:
                     release=release,
                     nbytes=nbytes,
                 )
+
+
+def common_rails(servers: Sequence[ServerInfo]) -> list[int]:
+    """NICs alive on every server (the rails that rings over every GPU can use)."""
+    nics = max(sv.nics for sv in servers)
+    return [c for c in range(nics) if all(c in sv.alive for sv in servers)]
 
 
 def nic_ring_order(servers: Sequence[ServerInfo], nic: int) -> list[int]:

@@ -96,6 +96,7 @@ from resilientcc.errors import ScheduleError
 from resilientcc.schedules._build import (
     Builder,
     ServerInfo,
+    common_rails,
     generator_args,
     nic_rings,
     server_view,
@@ -605,17 +606,11 @@ def direct_allreduce(
                 xcount += 1
 
 
-def _common_rails(servers: Sequence[ServerInfo]) -> list[int]:
-    """NICs alive on every server (the rails the split's rings use)."""
-    nics = max(sv.nics for sv in servers)
-    return [c for c in range(nics) if all(c in sv.alive for sv in servers)]
-
-
 def _split_blocker(servers: Sequence[ServerInfo]) -> str | None:
     """Why the rings-plus-tail split cannot run on ``servers`` (``None`` if it can)."""
     if sum(1 for sv in servers if sv.healthy) < 2:
         return "at least two healthy servers"
-    if not _common_rails(servers):
+    if not common_rails(servers):
         return "a NIC alive on every server"
     return None
 
@@ -660,7 +655,7 @@ def _ring_split(
     if blocker is not None:
         raise ScheduleError(f"optcc: ring_fraction needs {blocker}")
     nics = max(sv.nics for sv in servers)
-    common = _common_rails(servers)
+    common = common_rails(servers)
     healthy = [sv for sv in servers if sv.healthy]
     p = sum(len(sv.ranks) for sv in servers)
     nic_rings(b, servers, f, common, total_bytes=float(size))

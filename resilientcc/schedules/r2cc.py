@@ -23,7 +23,13 @@ from fractions import Fraction
 from typing import Any
 
 from resilientcc.errors import ScheduleError
-from resilientcc.schedules._build import Builder, generator_args, nic_rings, server_view
+from resilientcc.schedules._build import (
+    Builder,
+    common_rails,
+    generator_args,
+    nic_rings,
+    server_view,
+)
 from resilientcc.schedules.ir import Schedule
 from resilientcc.schedules.optcc import DirectPlan, default_pieces, direct_allreduce
 from resilientcc.topology.model import Topology
@@ -73,7 +79,7 @@ def r2cc_allreduce(
     if len(servers) < 2 or x == 0 or not healthy:
         x = Fraction(0)
     nics = max(sv.nics for sv in servers)
-    common = [c for c in range(nics) if all(c in sv.alive for sv in servers)]
+    common = common_rails(servers)
     if not common:
         common = list(worst.alive)
     lost = [c for c in range(nics) if c not in common] or list(range(nics))
