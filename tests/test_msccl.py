@@ -33,10 +33,14 @@ def at(el: ET.Element | None, key: str) -> str:
 @pytest.fixture(scope="module")
 def schedules() -> dict[str, Schedule]:
     topo = fail_nics(hierarchical(2, 8), 0, 4)
-    return {"ring": ring(topo, M), "optcc": optcc(topo, M, pieces=2)}
+    return {
+        "ring": ring(topo, M),
+        "optcc": optcc(topo, M, pieces=2, pipeline=False),
+        "optcc_pipelined": optcc(topo, M, pieces=2),
+    }
 
 
-@pytest.mark.parametrize("name", ["ring", "optcc"])
+@pytest.mark.parametrize("name", ["ring", "optcc", "optcc_pipelined"])
 def test_round_trip_16_gpus(schedules, name, tmp_path):
     s = schedules[name]
     assert s.ranks == 16
@@ -46,7 +50,7 @@ def test_round_trip_16_gpus(schedules, name, tmp_path):
     assert back == s
 
 
-@pytest.mark.parametrize("name", ["ring", "optcc"])
+@pytest.mark.parametrize("name", ["ring", "optcc", "optcc_pipelined"])
 def test_xml_is_valid_msccl(schedules, name):
     s = schedules[name]
     lim = MscclLimits()

@@ -101,6 +101,11 @@ from resilientcc.schedules._build import (
     nic_rings,
     server_view,
 )
+from resilientcc.schedules.hier_pipeline import (
+    default_pipeline_pieces,
+    hier_pipeline,
+    pipeline_blocker,
+)
 from resilientcc.schedules.ir import COPY, REDUCE, Schedule
 from resilientcc.schedules.ring import ring
 from resilientcc.topology.model import Topology
@@ -606,6 +611,47 @@ def direct_allreduce(
                 xcount += 1
 
 
+def _use_pipeline(
+    servers: Sequence[ServerInfo], shares: Mapping[int, Fraction], asked: object, other: bool
+) -> bool:
+    """Whether ``optcc`` runs the pipelined hierarchical schedule (its ``pipeline`` option)."""
+    if asked is not None and not isinstance(asked, bool):
+        raise ScheduleError(f"optcc: pipeline must be true or false, got {asked!r}")
+    blocker = pipeline_blocker(servers, shares)
+    if asked:
+        if other:
+            raise ScheduleError("optcc: pipeline cannot be combined with ring_fraction or direct")
+        if blocker is not None:
+            raise ScheduleError(f"optcc: pipeline needs {blocker}")
+        return True
+    return asked is None and not other and blocker is None and len(servers) <= DEEP_MAX_SERVERS
+
+
+def _pipelined(
+    topology: Topology,
+    servers: Sequence[ServerInfo],
+    shares: Mapping[int, Fraction],
+    size: Fraction,
+    pieces: int | None,
+    check: bool,
+) -> Schedule:
+    """OptCC's pipelined hierarchical variant (:mod:`~resilientcc.schedules.hier_pipeline`)."""
+    k = pieces if pieces is not None else default_pipeline_pieces(size)
+    b = Builder("optcc", topology.num_ranks)
+    classes = hier_pipeline(b, servers, shares, k)
+    worst = min(servers, key=lambda sv: sv.bandwidth)
+    meta = (
+        ("generator", "optcc"),
+        ("pieces", str(k)),
+        ("shares", ",".join(f"{s}:{shares[s]}" for s in sorted(shares))),
+        ("share_straggler", str(shares[worst.index])),
+        ("classes", ",".join(f"{c.rail}/{c.rail_d}:{c.size}" for c in classes)),
+        ("ring_fraction", "0"),
+        ("variant", "pipelined hierarchical"),
+    )
+    return b.build(size, topology=topology.shape_fingerprint, meta=meta, check=check)
+
+
 def _split_blocker(servers: Sequence[ServerInfo]) -> str | None:
     """Why the rings-plus-tail split cannot run on ``servers`` (``None`` if it can)."""
     if sum(1 for sv in servers if sv.healthy) < 2:
@@ -702,6 +748,7 @@ def optcc(
     avoid_stage: bool = False,
     direct: bool = False,
     ring_fraction: Fraction | None = None,
+    pipeline: bool | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -745,6 +792,13 @@ def optcc(
             ``2β − 1`` up to it; else ``0`` (direct schedule only).
             With ``f > 0`` the tail always uses balanced trees, the decoupled
             straggler and shared connections (``ag_offset`` to ``avoid_stage`` are ignored).
+        pipeline: the pipelined hierarchical schedule
+            (:mod:`~resilientcc.schedules.hier_pipeline`; ``pieces`` default
+            :func:`~resilientcc.schedules.hier_pipeline.default_pipeline_pieces`). Default:
+            on when it can run (at most one degraded server, in the coupled regime, one
+            NIC per GPU) on up to :data:`DEEP_MAX_SERVERS` servers and neither
+            ``ring_fraction`` nor ``direct`` is given; ``True`` asks for it on any
+            number of servers (an error where it cannot run), ``False`` never.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -760,6 +814,10 @@ def optcc(
     n = len(servers)
     bw = {sv.index: sv.bandwidth for sv in servers}
     shares = balanced_shares(bw)
+    if pieces is not None and (not isinstance(pieces, int) or pieces < 1):
+        raise ScheduleError(f"optcc: pieces must be a positive integer, got {pieces!r}")
+    if _use_pipeline(servers, shares, pipeline, ring_fraction is not None or direct):
+        return _pipelined(topology, servers, shares, size, pieces, check)
     if all(sv.healthy for sv in servers) and not direct:
         # no straggler: the direct schedule measures 1.12 x the ring here (4 x 8 GPUs,
         # 1 GiB), so OptCC is NCCL's ring, as a failover library leaves a healthy job alone
@@ -769,8 +827,6 @@ def optcc(
             name="optcc",
             meta=(("generator", "optcc"), ("variant", "ring (no degraded server)")),
         )
-    if pieces is not None and (not isinstance(pieces, int) or pieces < 1):
-        raise ScheduleError(f"optcc: pieces must be a positive integer, got {pieces!r}")
     if not isinstance(max_serial, int) or max_serial < 1:
         raise ScheduleError(f"optcc: max_serial must be a positive integer, got {max_serial!r}")
     if window is None:

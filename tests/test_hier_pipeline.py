@@ -1,0 +1,137 @@
+"""OptCC's pipelined hierarchical variant: class sizes, exact bytes per NIC and GPU, choice."""
+
+from __future__ import annotations
+
+from collections import Counter
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from resilientcc.errors import ScheduleError
+from resilientcc.schedules import executor
+from resilientcc.schedules.hier_pipeline import class_sizes, default_pipeline_pieces
+from resilientcc.schedules.optcc import balanced_shares, optcc
+from resilientcc.topology import fail_nics, hierarchical
+
+M = Fraction(2**30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(3, 8), g=st.integers(2, 8), data=st.data())
+def test_class_sizes_balance_the_healthy_nics(n, g, data):
+    lost = data.draw(st.integers(1, g - 1))
+    beta = Fraction(g - lost, g)
+    w = balanced_shares({0: beta, **{i: Fraction(1) for i in range(1, n)}})
+    a = g - lost
+    big, small = class_sizes(g, list(range(lost)), n, w[1], w[0])
+    assert a * big + lost * a * small == 1 and big > 0 and small >= 0
+    alive_load = big * (1 + (n - 2) * w[1]) + lost * small * (w[0] + w[1])
+    dead_load = a * small * 2 * (n - 2) * w[1]
+    if small > 0:
+        assert alive_load == dead_load
+
+
+def _net_bytes(s, g: int) -> tuple[Counter, Counter]:
+    """Bytes each (server, NIC) sends and receives over the network."""
+    size = {c.index: c.size for c in s.chunks}
+    out: Counter = Counter()
+    inn: Counter = Counter()
+    for t in s.transfers:
+        if t.src // g != t.dst // g:
+            out[t.src // g, t.channel % g] += size[t.chunk]
+            inn[t.dst // g, t.channel % g] += size[t.chunk]
+    return out, inn
+
+
+@pytest.mark.parametrize(("servers", "gpus", "lost"), [(3, 4, 0), (4, 4, 1), (4, 8, 2), (2, 4, 1)])
+def test_bytes_are_the_water_filling(servers, gpus, lost):
+    """Server s moves (1 + (N−2) w_s)·M each way, spread evenly over its alive NICs."""
+    topo = hierarchical(servers, gpus)
+    if lost:
+        topo = fail_nics(topo, 0, lost)
+    s = optcc(topo, M, pieces=2)
+    assert s.meta_get("variant") == "pipelined hierarchical"
+    beta = Fraction(gpus - lost, gpus)
+    w = balanced_shares({0: beta, **{i: Fraction(1) for i in range(1, servers)}})
+    out, inn = _net_bytes(s, gpus)
+    for srv in range(servers):
+        want = 1 + (servers - 2) * w[srv]
+        assert sum(v for (x, _), v in out.items() if x == srv) == want
+        assert sum(v for (x, _), v in inn.items() if x == srv) == want
+        nics = range(lost, gpus) if srv == 0 else range(gpus)
+        loads = {out[srv, c] for c in nics} | {inn[srv, c] for c in nics}
+        if servers > 2 or srv == 0:
+            assert len(loads) == 1, (srv, loads)
+    assert all(out[0, c] == 0 and inn[0, c] == 0 for c in range(lost))
+
+
+def test_fault_free_nvlink_bytes_are_the_hierarchical_minimum():
+    """Without failures every GPU moves 2(G−1)/G · M each way over NVLink, no more."""
+    g = 4
+    s = optcc(hierarchical(3, g), M, pieces=3)
+    size = {c.index: c.size for c in s.chunks}
+    up: Counter = Counter()
+    down: Counter = Counter()
+    for t in s.transfers:
+        if t.src // g == t.dst // g:
+            up[t.src] += size[t.chunk]
+            down[t.dst] += size[t.chunk]
+    assert set(up.values()) == set(down.values()) == {Fraction(2 * (g - 1), g)}
+
+
+def test_choice_of_variant():
+    coupled = fail_nics(hierarchical(4, 4), 0, 1)
+    assert optcc(coupled, M, pieces=1).meta_get("variant") == "pipelined hierarchical"
+    assert (
+        optcc(coupled, M, pieces=1, pipeline=False).meta_get("variant") != "pipelined hierarchical"
+    )
+    decoupled = fail_nics(hierarchical(4, 4), 0, 2)  # β = ½ ≤ β*: the direct schedule
+    assert optcc(decoupled, M, pieces=1).meta_get("variant") == "direct"
+    two = fail_nics(fail_nics(hierarchical(4, 4), 0, 1), 1, 1)
+    assert optcc(two, M, pieces=1).meta_get("variant") == "direct"
+    big = fail_nics(hierarchical(7, 2), 0, 0)
+    assert optcc(big, M, pipeline=True, pieces=1).meta_get("variant") == "pipelined hierarchical"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"pipeline": "yes"}, "pipeline must be"),
+        ({"pipeline": True, "direct": True}, "cannot be combined"),
+        ({"pipeline": True, "ring_fraction": "1/2"}, "cannot be combined"),
+        ({"pipeline": True, "pieces": 0}, "pieces"),
+    ],
+)
+def test_bad_pipeline_options(kwargs, match):
+    with pytest.raises(ScheduleError, match=match):
+        optcc(fail_nics(hierarchical(3, 4), 0, 1), M, **kwargs)
+
+
+def test_pipeline_asked_where_it_cannot_run():
+    with pytest.raises(ScheduleError, match="coupled regime"):
+        optcc(fail_nics(hierarchical(4, 4), 0, 2), M, pipeline=True)
+
+
+def test_default_pieces():
+    assert default_pipeline_pieces(Fraction(2**30)) == 64
+    assert default_pipeline_pieces(Fraction(2**28)) == 32
+    assert default_pipeline_pieces(Fraction(2**10)) == 2
+    assert default_pipeline_pieces(Fraction(2**40)) == 64
+
+
+def test_simulated_between_bound_and_the_other_variants():
+    """3 × 4 GPUs, 1 NIC lost, 64 MiB: above the bound, faster than the direct schedule and the ring."""
+    from resilientcc import sim
+    from resilientcc.bounds import lower_bound
+    from resilientcc.schedules.ring import ring
+
+    topo = fail_nics(hierarchical(3, 4), 0, 1)
+    size = Fraction(2**26)
+    s = optcc(topo, size)
+    assert executor.execute(s).ok
+    t = sim.simulate(s, topo).time_s
+    t_direct = sim.simulate(optcc(topo, size, pipeline=False), topo).time_s
+    t_ring = sim.simulate(ring(topo, size), topo).time_s
+    assert float(lower_bound(topo, size).seconds) <= t < min(t_direct, t_ring)
