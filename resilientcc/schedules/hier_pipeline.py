@@ -96,7 +96,7 @@ def class_sizes(
     (Fraction(1, 8), Fraction(0, 1))
     >>> A, b = class_sizes(8, [0], 4, Fraction(17, 62), Fraction(11, 62))
     >>> A, b, 7 * A + 7 * b
-    (Fraction(217, 1846), Fraction(93, 3692), Fraction(1, 1))
+    (Fraction(2, 17), Fraction(3, 119), Fraction(1, 1))
     """
     a = nics - len(dead)
     if not dead:
