@@ -135,3 +135,13 @@ def test_simulated_between_bound_and_the_other_variants():
     t_direct = sim.simulate(optcc(topo, size, pipeline=False), topo).time_s
     t_ring = sim.simulate(ring(topo, size), topo).time_s
     assert float(lower_bound(topo, size).seconds) <= t < min(t_direct, t_ring)
+
+
+@pytest.mark.parametrize(
+    "module", ["resilientcc.schedules.hier_pipeline", "resilientcc.schedules.optcc"]
+)
+def test_doctests(module):
+    import doctest
+    import importlib
+
+    assert doctest.testmod(importlib.import_module(module)).failed == 0
