@@ -91,7 +91,7 @@ def test_choice_of_variant():
     assert optcc(decoupled, M, pieces=1).meta_get("variant") == "direct"
     two = fail_nics(fail_nics(hierarchical(4, 4), 0, 1), 1, 1)
     assert optcc(two, M, pieces=1).meta_get("variant") == "direct"
-    big = fail_nics(hierarchical(7, 2), 0, 0)
+    big = hierarchical(7, 2)
     assert optcc(big, M, pipeline=True, pieces=1).meta_get("variant") == "pipelined hierarchical"
 
 

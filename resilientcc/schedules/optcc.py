@@ -828,8 +828,8 @@ def optcc(
     if _use_pipeline(servers, shares, pipeline, ring_fraction is not None or direct):
         return _pipelined(topology, servers, shares, size, pieces, check)
     if all(sv.healthy for sv in servers) and not direct:
-        # no straggler above six servers: the direct schedule measures 1.12 x the ring
-        # (4 x 8 GPUs, 1 GiB), so OptCC is NCCL's ring there
+        # no straggler and no pipelined schedule (above six servers, or asked): the direct
+        # schedule measures 1.12 x the ring (4 x 8 GPUs, 1 GiB), so OptCC is NCCL's ring
         base = ring(topology, size, check=check)
         return replace(
             base,
