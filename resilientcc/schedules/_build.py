@@ -383,6 +383,59 @@ class Builder:
         for c, p in reversed(binomial_order(len(nodes))):
             self.add(nodes[p], nodes[c], chunk, COPY, channel, release=release, nbytes=nbytes)
 
+    def ring_reduce_scatter(
+        self,
+        ring: Sequence[int],
+        groups: Sequence[Sequence[int]],
+        channel: int,
+        *,
+        net: bool = False,
+        release: float = 0.0,
+        step_release: float = 0.0,
+    ) -> None:
+        """Ring reduce-scatter: afterwards ``ring[q]`` holds the full sum of ``groups[q]``.
+
+        Step ``i`` of the ring is released at ``release + i·step_release``.
+        """
+        n = len(ring)
+        for step in range(n - 1):
+            for j in range(n):
+                for c in groups[(j - step - 1) % n]:
+                    self.add(
+                        ring[j],
+                        ring[(j + 1) % n],
+                        c,
+                        REDUCE,
+                        channel,
+                        net=net,
+                        release=release + step * step_release,
+                    )
+
+    def ring_all_gather(
+        self,
+        ring: Sequence[int],
+        groups: Sequence[Sequence[int]],
+        channel: int,
+        *,
+        net: bool = False,
+        release: float = 0.0,
+        step_release: float = 0.0,
+    ) -> None:
+        """Ring all-gather: ``ring[q]`` starts with ``groups[q]``; afterwards everyone has all."""
+        n = len(ring)
+        for step in range(n - 1):
+            for j in range(n):
+                for c in groups[(j - step) % n]:
+                    self.add(
+                        ring[j],
+                        ring[(j + 1) % n],
+                        c,
+                        COPY,
+                        channel,
+                        net=net,
+                        release=release + step * step_release,
+                    )
+
     def ring_allreduce(
         self,
         ring: Sequence[int],

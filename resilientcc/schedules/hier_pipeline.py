@@ -141,12 +141,12 @@ def default_pipeline_pieces(size: Fraction) -> int:
     return max(2, min(MAX_PIECES, round(size / PIECE_BYTES)))
 
 
-def _classes(servers: Sequence[ServerInfo], shares: Mapping[int, Fraction]) -> list[PipeClass]:
+def _classes(
+    servers: Sequence[ServerInfo], shares: Mapping[int, Fraction], d: ServerInfo | None
+) -> list[PipeClass]:
     g = servers[0].nics
-    degraded = [sv for sv in servers if not sv.healthy]
-    if not degraded:
+    if d is None:
         return [PipeClass(c, c, Fraction(1, g)) for c in range(g)]
-    d = degraded[0]
     alive = list(d.alive)
     dead = [q for q in range(g) if q not in d.alive]
     w_h = max(shares[sv.index] for sv in servers if sv.healthy)
@@ -155,29 +155,6 @@ def _classes(servers: Sequence[ServerInfo], shares: Mapping[int, Fraction]) -> l
     if small > 0:
         out += [PipeClass(q, c, small) for q in dead for c in alive]
     return out
-
-
-def _ring(
-    b: Builder,
-    sv: ServerInfo,
-    groups: Mapping[int, Sequence[int]],
-    op: str,
-    channel: int,
-    release: float,
-) -> None:
-    """Ring reduce-scatter (``REDUCE``) or all-gather (``COPY``) over ``sv``'s GPUs.
-
-    ``groups[j]``: the chunks that end (reduce-scatter) or start (all-gather) on local
-    GPU ``j``.
-    """
-    g = len(sv.ranks)
-    shift = 1 if op == REDUCE else 0
-    for step in range(g - 1):
-        for i in range(g):
-            for chunk in groups[(i - step - shift) % g]:
-                b.add(
-                    sv.ranks[i], sv.ranks[(i + 1) % g], chunk, op, channel, release=release + step
-                )
 
 
 def hier_pipeline(
@@ -190,16 +167,16 @@ def hier_pipeline(
     """
     g = servers[0].nics
     n = len(servers)
-    degraded = [sv.index for sv in servers if not sv.healthy]
-    d = degraded[0] if degraded else -1
-    classes = _classes(servers, shares)
+    degraded = next((sv for sv in servers if not sv.healthy), None)
+    d = degraded.index if degraded is not None else -1
+    classes = _classes(servers, shares, degraded)
     owners = [sv.index for sv in servers if shares[sv.index] > 0]
     b.order_by_release = True
     piece = Fraction(1, pieces)
 
-    def gpu(s: int, cl: PipeClass) -> int:
-        sv = servers[s]
-        return sv.ranks[sv.nic_gpu[cl.rail_d if s == d else cl.rail]]
+    def local(s: int, cl: PipeClass) -> int:
+        """The local GPU of server ``s`` that holds class ``cl`` between the rings."""
+        return servers[s].nic_gpu[cl.rail_d if s == d else cl.rail]
 
     for k in range(pieces):
         base = 1000.0 * k
@@ -208,26 +185,23 @@ def hier_pipeline(
             for i, cl in enumerate(classes)
             for t in owners
         }
+        groups: dict[int, list[list[int]]] = {sv.index: [[] for _ in range(g)] for sv in servers}
+        for (i, _t), c in chunk.items():
+            for sv in servers:
+                groups[sv.index][local(sv.index, classes[i])].append(c)
         for sv in servers:
-            groups: dict[int, list[int]] = {j: [] for j in range(g)}
-            for (i, _t), c in chunk.items():
-                cl = classes[i]
-                groups[sv.nic_gpu[cl.rail_d if sv.index == d else cl.rail]].append(c)
-            _ring(b, sv, groups, REDUCE, 0, base)
+            b.ring_reduce_scatter(sv.ranks, groups[sv.index], 0, release=base, step_release=1.0)
         for (i, t), c in chunk.items():
             cl = classes[i]
-            for j in range(1, n):
-                s = (t + j) % n
-                rail = cl.rail_d if d in (s, t) else cl.rail
-                b.add(gpu(s, cl), gpu(t, cl), c, REDUCE, rail, net=True, release=base + 100)
-            for j in range(1, n):
-                s = (t + j) % n
-                rail = cl.rail_d if d in (s, t) else cl.rail
-                b.add(gpu(t, cl), gpu(s, cl), c, COPY, rail + g, net=True, release=base + 200)
+            owner = servers[t].ranks[local(t, cl)]
+            peers = [
+                (servers[s].ranks[local(s, cl)], cl.rail_d if d in (s, t) else cl.rail)
+                for s in ((t + j) % n for j in range(1, n))
+            ]
+            for rank, rail in peers:
+                b.add(rank, owner, c, REDUCE, rail, net=True, release=base + 100)
+            for rank, rail in peers:
+                b.add(owner, rank, c, COPY, rail + g, net=True, release=base + 200)
         for sv in servers:
-            groups = {j: [] for j in range(g)}
-            for (i, _t), c in chunk.items():
-                cl = classes[i]
-                groups[sv.nic_gpu[cl.rail_d if sv.index == d else cl.rail]].append(c)
-            _ring(b, sv, groups, COPY, 1, base + 300)
+            b.ring_all_gather(sv.ranks, groups[sv.index], 1, release=base + 300, step_release=1.0)
     return classes

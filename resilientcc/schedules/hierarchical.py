@@ -19,28 +19,10 @@ from typing import Any
 
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules._build import Builder, generator_args, server_view
-from resilientcc.schedules.ir import COPY, REDUCE, Schedule
+from resilientcc.schedules.ir import Schedule
 from resilientcc.topology.model import Topology
 
 __all__ = ["hierarchical"]
-
-
-def _ring_rs(b: Builder, ring: list[int], groups: list[list[int]], channel: int, net: bool) -> None:
-    """Ring reduce-scatter: afterwards ``ring[q]`` holds the full sum of ``groups[q]``."""
-    n = len(ring)
-    for step in range(n - 1):
-        for j in range(n):
-            for c in groups[(j - step - 1) % n]:
-                b.add(ring[j], ring[(j + 1) % n], c, REDUCE, channel, net=net)
-
-
-def _ring_ag(b: Builder, ring: list[int], groups: list[list[int]], channel: int, net: bool) -> None:
-    """Ring all-gather: ``ring[q]`` starts with ``groups[q]``; afterwards everyone has all."""
-    n = len(ring)
-    for step in range(n - 1):
-        for j in range(n):
-            for c in groups[(j - step) % n]:
-                b.add(ring[j], ring[(j + 1) % n], c, COPY, channel, net=net)
 
 
 def hierarchical(
@@ -72,17 +54,17 @@ def hierarchical(
     if g > 1:
         # ring RS leaves groups[q] on ring[q]; we want part q on GPU q
         for ring in intra:
-            _ring_rs(b, ring, chunk, 0, False)
+            b.ring_reduce_scatter(ring, chunk, 0)
     if n > 1:
         for q in range(g):
             ring = [sv.ranks[q] for sv in servers]
             ch = servers[0].gpu_nic[q]
             groups = [[chunk[q][i]] for i in range(n)]
-            _ring_rs(b, ring, groups, ch, True)
-            _ring_ag(b, ring, groups, ch, True)
+            b.ring_reduce_scatter(ring, groups, ch, net=True)
+            b.ring_all_gather(ring, groups, ch, net=True)
     if g > 1:
         for ring in intra:
-            _ring_ag(b, ring, chunk, 1 % max(1, servers[0].nics), False)
+            b.ring_all_gather(ring, chunk, 1 % max(1, servers[0].nics))
     return b.build(
         size,
         topology=topology.shape_fingerprint,

@@ -636,6 +636,17 @@ def _use_pipeline(
     return asked is None and not other and blocker is None and len(servers) <= DEEP_MAX_SERVERS
 
 
+def _share_meta(
+    servers: Sequence[ServerInfo], shares: Mapping[int, Fraction]
+) -> tuple[tuple[str, str], ...]:
+    """Meta entries ``shares`` (every server's) and ``share_straggler`` (the slowest's)."""
+    worst = min(servers, key=lambda sv: sv.bandwidth)
+    return (
+        ("shares", ",".join(f"{s}:{shares[s]}" for s in sorted(shares))),
+        ("share_straggler", str(shares[worst.index])),
+    )
+
+
 def _pipelined(
     topology: Topology,
     servers: Sequence[ServerInfo],
@@ -648,12 +659,10 @@ def _pipelined(
     k = pieces if pieces is not None else default_pipeline_pieces(size)
     b = Builder("optcc", topology.num_ranks)
     classes = hier_pipeline(b, servers, shares, k)
-    worst = min(servers, key=lambda sv: sv.bandwidth)
     meta = (
         ("generator", "optcc"),
         ("pieces", str(k)),
-        ("shares", ",".join(f"{s}:{shares[s]}" for s in sorted(shares))),
-        ("share_straggler", str(shares[worst.index])),
+        *_share_meta(servers, shares),
         ("classes", ",".join(f"{c.rail}/{c.rail_d}:{c.size}" for c in classes)),
         ("ring_fraction", "0"),
         ("variant", "pipelined hierarchical"),
@@ -871,13 +880,11 @@ def optcc(
             balance=bool(balance),
             avoid_stage=avoid_stage,
         )
-    worst = min(servers, key=lambda sv: sv.bandwidth)
     meta = (
         ("generator", "optcc"),
         ("pieces", str(k)),
         ("max_serial", str(max_serial)),
-        ("shares", ",".join(f"{s}:{shares[s]}" for s in sorted(shares))),
-        ("share_straggler", str(shares[worst.index])),
+        *_share_meta(servers, shares),
         ("rail_weights", ",".join(f"{c}:{plan.lam[c]}" for c in sorted(plan.lam))),
         ("ring_fraction", str(f)),
         ("variant", "rings + decoupled direct" if f > 0 else "direct"),
