@@ -397,19 +397,7 @@ class Builder:
 
         Step ``i`` of the ring is released at ``release + i·step_release``.
         """
-        n = len(ring)
-        for step in range(n - 1):
-            for j in range(n):
-                for c in groups[(j - step - 1) % n]:
-                    self.add(
-                        ring[j],
-                        ring[(j + 1) % n],
-                        c,
-                        REDUCE,
-                        channel,
-                        net=net,
-                        release=release + step * step_release,
-                    )
+        self._ring_pass(ring, groups, channel, REDUCE, net, release, step_release)
 
     def ring_all_gather(
         self,
@@ -422,15 +410,33 @@ class Builder:
         step_release: float = 0.0,
     ) -> None:
         """Ring all-gather: ``ring[q]`` starts with ``groups[q]``; afterwards everyone has all."""
+        self._ring_pass(ring, groups, channel, COPY, net, release, step_release)
+
+    def _ring_pass(
+        self,
+        ring: Sequence[int],
+        groups: Sequence[Sequence[int]],
+        channel: int,
+        op: str,
+        net: bool,
+        release: float,
+        step_release: float,
+    ) -> None:
+        """``n − 1`` ring steps; at step ``i`` rank ``ring[j]`` forwards one group.
+
+        A reduce-scatter forwards group ``j − i − 1`` (it ends on its own position), an
+        all-gather group ``j − i`` (it starts there).
+        """
         n = len(ring)
+        shift = 1 if op == REDUCE else 0
         for step in range(n - 1):
             for j in range(n):
-                for c in groups[(j - step) % n]:
+                for c in groups[(j - step - shift) % n]:
                     self.add(
                         ring[j],
                         ring[(j + 1) % n],
                         c,
-                        COPY,
+                        op,
                         channel,
                         net=net,
                         release=release + step * step_release,
