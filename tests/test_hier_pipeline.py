@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules import executor
-from resilientcc.schedules.hier_pipeline import class_sizes, default_pipeline_pieces
+from resilientcc.schedules._build import Builder, server_view
+from resilientcc.schedules.hier_pipeline import (
+    class_sizes,
+    default_pipeline_pieces,
+    hier_pipeline,
+    ring_order,
+)
 from resilientcc.schedules.optcc import balanced_shares, optcc
 from resilientcc.topology import fail_nics, hierarchical
 
@@ -70,7 +76,20 @@ def test_bytes_are_the_water_filling(servers, gpus, lost):
 def test_fault_free_nvlink_bytes_are_the_hierarchical_minimum():
     """Without failures every GPU moves 2(G−1)/G · M each way over NVLink, no more."""
     g = 4
-    s = optcc(hierarchical(3, g), M, pieces=3)
+    up, down = _nvlink_ports(optcc(hierarchical(3, g), M, pieces=3), g)
+    assert set(up.values()) == set(down.values()) == {Fraction(2 * (g - 1), g)}
+
+
+@given(g=st.integers(1, 16), data=st.data())
+def test_ring_order_spreads_the_empty_gpus(g, data):
+    empty = data.draw(st.sets(st.integers(0, g - 1), max_size=g - 1))
+    order = ring_order(g, sorted(empty))
+    assert sorted(order) == list(range(g))
+    if len(empty) <= g - len(empty):  # no two empty GPUs next to each other (cyclically)
+        assert not any(order[i] in empty and order[i - 1] in empty for i in range(g))
+
+
+def _nvlink_ports(s, g: int) -> tuple[Counter, Counter]:
     size = {c.index: c.size for c in s.chunks}
     up: Counter = Counter()
     down: Counter = Counter()
@@ -78,7 +97,20 @@ def test_fault_free_nvlink_bytes_are_the_hierarchical_minimum():
         if t.src // g == t.dst // g:
             up[t.src] += size[t.chunk]
             down[t.dst] += size[t.chunk]
-    assert set(up.values()) == set(down.values()) == {Fraction(2 * (g - 1), g)}
+    return up, down
+
+
+@pytest.mark.parametrize(("lost", "busiest"), [(2, Fraction(11, 6)), (4, Fraction(7, 4))])
+def test_straggler_ring_spreads_its_dead_gpus(lost, busiest):
+    """On the straggler no GPU port carries more than the spread ring's load (not 2·M)."""
+    g = 8
+    topo = fail_nics(hierarchical(3, g), 0, lost)
+    servers = server_view(topo)
+    b = Builder("optcc", topo.num_ranks)
+    hier_pipeline(b, servers, balanced_shares({sv.index: sv.bandwidth for sv in servers}), 2)
+    up, down = _nvlink_ports(b.build(M, topology=None), g)
+    ports = [up[r] for r in range(g)] + [down[r] for r in range(g)]
+    assert max(ports) == busiest
 
 
 def test_choice_of_variant():

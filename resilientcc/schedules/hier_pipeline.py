@@ -36,8 +36,9 @@ traffic, which the shares already make equal to a healthy server's time.
 It moves the bytes of the bound's water-filling: server ``s`` sends and receives
 ``(1 + (N−2) w_s) · M`` over the network, and every GPU ``2(G−1)/G · M`` over NVLink,
 plus the PXN hops of the ``B`` classes on the healthy servers and an uneven ring on
-``d`` (its dead GPUs own nothing, so their ring neighbours carry ``2 − 1/(G−L)`` instead
-of ``2(G−1)/G``). It needs one degraded server at most, in the coupled regime (it owns
+``d``: its dead GPUs own nothing, so, spread along the ring (:func:`ring_order`), each
+of them and its neighbours carry ``2 − 1/(G−L)`` instead of ``2(G−1)/G`` (for
+``L ≤ G/2``). It needs one degraded server at most, in the coupled regime (it owns
 a shard), and one NIC per GPU (:func:`pipeline_blocker`). Its transfers grow as
 ``pieces · N² · G²`` (every shard is its own chunk), so OptCC uses it up to
 :data:`~resilientcc.schedules.optcc.DEEP_MAX_SERVERS` servers.
@@ -58,6 +59,7 @@ __all__ = [
     "default_pipeline_pieces",
     "hier_pipeline",
     "pipeline_blocker",
+    "ring_order",
 ]
 
 #: bytes per piece the default pipeline aims at (1 GiB: 64 pieces, 256 MiB: 32)
@@ -141,6 +143,33 @@ def default_pipeline_pieces(size: Fraction) -> int:
     return max(2, min(MAX_PIECES, round(size / PIECE_BYTES)))
 
 
+def ring_order(g: int, empty: Sequence[int]) -> list[int]:
+    """The ``g`` local GPUs in NVLink ring order, those in ``empty`` spread among the others.
+
+    In a ring reduce-scatter the link out of a GPU carries everything but that GPU's own
+    group, and in the all-gather the link into it does; a GPU that owns nothing (the
+    straggler's dead-rail GPUs) therefore makes its ring neighbours carry a whole piece
+    too. Spread out, no GPU sits between two of them: with 2 of 8 rails dead the busiest
+    port carries ``11/6`` of a piece each way instead of ``2``, and with half the GPUs
+    empty every port carries ``7/4``, the fault-free load.
+
+    >>> ring_order(8, [0, 1]), ring_order(8, [0, 1, 2, 3])
+    ([2, 3, 4, 0, 5, 6, 7, 1], [4, 0, 5, 1, 6, 2, 7, 3])
+    """
+    full = [i for i in range(g) if i not in empty]
+    spread = sorted(empty)
+    if not spread or not full:
+        return list(range(g))
+    out: list[int] = []
+    placed = 0
+    for j, gpu in enumerate(full, 1):
+        out.append(gpu)
+        upto = j * len(spread) // len(full)
+        out += spread[placed:upto]
+        placed = upto
+    return out
+
+
 def _classes(
     servers: Sequence[ServerInfo], shares: Mapping[int, Fraction], d: ServerInfo | None
 ) -> list[PipeClass]:
@@ -173,6 +202,11 @@ def hier_pipeline(
     owners = [sv.index for sv in servers if shares[sv.index] > 0]
     b.order_by_release = True
     piece = Fraction(1, pieces)
+    # each server's ring (local GPUs); on ``d`` the dead-rail GPUs own nothing
+    rings = {
+        sv.index: ring_order(g, [sv.nic_gpu[q] for q in range(g) if q not in sv.alive])
+        for sv in servers
+    }
 
     def local(s: int, cl: PipeClass) -> int:
         """The local GPU of server ``s`` that holds class ``cl`` between the rings."""
@@ -189,8 +223,10 @@ def hier_pipeline(
         for (i, _t), c in chunk.items():
             for sv in servers:
                 groups[sv.index][local(sv.index, classes[i])].append(c)
-        for sv in servers:
-            b.ring_reduce_scatter(sv.ranks, groups[sv.index], 0, release=base, step_release=1.0)
+        ring_groups = {s: [groups[s][x] for x in rings[s]] for s in groups}
+        ring_ranks = {sv.index: [sv.ranks[x] for x in rings[sv.index]] for sv in servers}
+        for s, ranks in ring_ranks.items():
+            b.ring_reduce_scatter(ranks, ring_groups[s], 0, release=base, step_release=1.0)
         for (i, t), c in chunk.items():
             cl = classes[i]
             owner = servers[t].ranks[local(t, cl)]
@@ -202,6 +238,6 @@ def hier_pipeline(
                 b.add(rank, owner, c, REDUCE, rail, net=True, release=base + 100)
             for rank, rail in peers:
                 b.add(owner, rank, c, COPY, rail + g, net=True, release=base + 200)
-        for sv in servers:
-            b.ring_all_gather(sv.ranks, groups[sv.index], 1, release=base + 300, step_release=1.0)
+        for s, ranks in ring_ranks.items():
+            b.ring_all_gather(ranks, ring_groups[s], 1, release=base + 300, step_release=1.0)
     return classes
