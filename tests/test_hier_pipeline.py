@@ -73,6 +73,17 @@ def test_bytes_are_the_water_filling(servers, gpus, lost):
     assert all(out[0, c] == 0 and inn[0, c] == 0 for c in range(lost))
 
 
+def _nvlink_ports(s, g: int) -> tuple[Counter, Counter]:
+    size = {c.index: c.size for c in s.chunks}
+    up: Counter = Counter()
+    down: Counter = Counter()
+    for t in s.transfers:
+        if t.src // g == t.dst // g:
+            up[t.src] += size[t.chunk]
+            down[t.dst] += size[t.chunk]
+    return up, down
+
+
 def test_fault_free_nvlink_bytes_are_the_hierarchical_minimum():
     """Without failures every GPU moves 2(G−1)/G · M each way over NVLink, no more."""
     g = 4
@@ -87,17 +98,6 @@ def test_ring_order_spreads_the_empty_gpus(g, data):
     assert sorted(order) == list(range(g))
     if len(empty) <= g - len(empty):  # no two empty GPUs next to each other (cyclically)
         assert not any(order[i] in empty and order[i - 1] in empty for i in range(g))
-
-
-def _nvlink_ports(s, g: int) -> tuple[Counter, Counter]:
-    size = {c.index: c.size for c in s.chunks}
-    up: Counter = Counter()
-    down: Counter = Counter()
-    for t in s.transfers:
-        if t.src // g == t.dst // g:
-            up[t.src] += size[t.chunk]
-            down[t.dst] += size[t.chunk]
-    return up, down
 
 
 @pytest.mark.parametrize(("lost", "busiest"), [(2, Fraction(11, 6)), (4, Fraction(7, 4))])
