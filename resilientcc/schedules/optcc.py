@@ -626,6 +626,8 @@ def _use_pipeline(
     """Whether ``optcc`` runs the pipelined hierarchical schedule (its ``pipeline`` option)."""
     if asked is not None and not isinstance(asked, bool):
         raise ScheduleError(f"optcc: pipeline must be true or false, got {asked!r}")
+    if asked is False:
+        return False
     blocker = pipeline_blocker(servers, shares)
     if asked:
         if other:
@@ -633,7 +635,7 @@ def _use_pipeline(
         if blocker is not None:
             raise ScheduleError(f"optcc: pipeline needs {blocker}")
         return True
-    return asked is None and not other and blocker is None and len(servers) <= DEEP_MAX_SERVERS
+    return not other and blocker is None and len(servers) <= DEEP_MAX_SERVERS
 
 
 def _share_meta(
@@ -690,6 +692,9 @@ def _ring_fraction(
             raise ScheduleError(f"optcc: ring_fraction must be a number, got {asked!r}") from None
         if not 0 <= f < 1:
             raise ScheduleError(f"optcc: ring_fraction must be in [0, 1), got {f}")
+        blocker = _split_blocker(servers) if f > 0 else None
+        if blocker is not None:
+            raise ScheduleError(f"optcc: ring_fraction needs {blocker}")
         return f
     degraded = [sv for sv in servers if not sv.healthy]
     if len(degraded) != 1 or _split_blocker(servers) is not None:
@@ -714,10 +719,10 @@ def _ring_split(
     max_serial: int,
     ramp: bool,
 ) -> tuple[DirectPlan, int]:
-    """Rings on ``f`` of the buffer, the decoupled direct schedule on the rest."""
-    blocker = _split_blocker(servers)
-    if blocker is not None:
-        raise ScheduleError(f"optcc: ring_fraction needs {blocker}")
+    """Rings on ``f`` of the buffer, the decoupled direct schedule on the rest.
+
+    The caller got ``f`` from :func:`_ring_fraction`, which checked :func:`_split_blocker`.
+    """
     nics = max(sv.nics for sv in servers)
     common = common_rails(servers)
     healthy = [sv for sv in servers if sv.healthy]
