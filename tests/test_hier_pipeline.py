@@ -18,7 +18,7 @@ from resilientcc.schedules.hier_pipeline import (
     hier_pipeline,
     ring_order,
 )
-from resilientcc.schedules.optcc import balanced_shares, optcc
+from resilientcc.schedules.optcc import PIPELINE_MAX_SERVERS, balanced_shares, optcc
 from resilientcc.topology import fail_nics, hierarchical
 
 M = Fraction(2**30)
@@ -123,7 +123,10 @@ def test_choice_of_variant():
     assert optcc(decoupled, M, pieces=1).meta_get("variant") == "direct"
     two = fail_nics(fail_nics(hierarchical(4, 4), 0, 1), 1, 1)
     assert optcc(two, M, pieces=1).meta_get("variant") == "direct"
-    big = hierarchical(7, 2)
+    eight = fail_nics(hierarchical(PIPELINE_MAX_SERVERS, 4), 0, 1)
+    assert optcc(eight, M, pieces=1).meta_get("variant") == "pipelined hierarchical"
+    big = hierarchical(PIPELINE_MAX_SERVERS + 1, 2)
+    assert optcc(big, M, pieces=1).meta_get("variant") != "pipelined hierarchical"
     assert optcc(big, M, pipeline=True, pieces=1).meta_get("variant") == "pipelined hierarchical"
 
 

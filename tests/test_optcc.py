@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from resilientcc.schedules import executor
 from resilientcc.schedules.optcc import (
+    PIPELINE_MAX_SERVERS,
     balanced_shares,
     default_pieces,
     optcc,
@@ -149,7 +150,8 @@ def test_broadcasts_are_binomial_trees():
     # 8 servers, coupled (1 NIC lost) and decoupled (4 lost): trees too
     for lost in (1, 4):
         big = fail_nics(hierarchical(8, 8), 0, lost)
-        assert fanout(optcc(big, Fraction(2**20), pieces=1, check=False)) == 3
+        s = optcc(big, Fraction(2**20), pieces=1, check=False, pipeline=False)
+        assert fanout(s) == 3
 
 
 def _ancestors(s, tid):
@@ -192,8 +194,8 @@ def test_decoupled_straggler_moves_exactly_the_bound_bytes():
     assert out == 1 and inn == 1
 
 
-def test_no_degraded_server_is_the_ring_above_six_servers():
-    topo = hierarchical(7, 2)
+def test_no_degraded_server_is_the_ring_above_the_pipelined_schedules_servers():
+    topo = hierarchical(PIPELINE_MAX_SERVERS + 1, 2)
     s = optcc(topo, M)
     r = ring(topo, M)
     assert s.name == "optcc" and s.transfers == r.transfers
@@ -211,21 +213,23 @@ def _straggler_bytes(s, gpus: int) -> tuple[Fraction, Fraction]:
 
 
 def test_split_variant_in_the_coupled_regime():
-    """7 servers, 1 of 4 NICs lost (β = 3/4 > β* = 6/11): rings on β, decoupled direct on the rest.
+    """9 servers, 1 of 4 NICs lost (β = 3/4 > β* = 8/15): rings on β, decoupled direct on the rest.
 
-    The straggler moves 2(p−1)/p · f in the rings and its tail partial (1 − f) out, the
-    others' sum back: exact byte counts, and the exact executor passes (``check``).
+    Above :data:`PIPELINE_MAX_SERVERS` servers this is the default. The straggler moves
+    2(p−1)/p · f in the rings and its tail partial (1 − f) out, the others' sum back:
+    exact byte counts, and the exact executor passes (``check``).
     """
-    topo = fail_nics(hierarchical(7, 4), 0, 1)
+    assert PIPELINE_MAX_SERVERS < 9
+    topo = fail_nics(hierarchical(9, 4), 0, 1)
     s = optcc(topo, M, pieces=2)
     f = Fraction(3, 4)
     assert s.meta_get("ring_fraction") == str(f)
     assert s.meta_get("variant") == "rings + decoupled direct"
-    p = 28
+    p = 36
     expect = Fraction(2 * (p - 1), p) * f + (1 - f)
     assert _straggler_bytes(s, 4) == (expect, expect)
     # decoupled regime (2 of 4 lost, β = ½ ≤ β*): direct only
-    assert optcc(fail_nics(hierarchical(7, 4), 0, 2), M, pieces=2).meta_get("ring_fraction") == "0"
+    assert optcc(fail_nics(hierarchical(9, 4), 0, 2), M, pieces=2).meta_get("ring_fraction") == "0"
 
 
 @pytest.mark.parametrize(
@@ -258,7 +262,7 @@ def test_split_variant_respects_the_bound_in_the_simulator():
 
     topo = fail_nics(hierarchical(7, 4), 0, 1)
     size = Fraction(2**26)
-    t = sim.simulate(optcc(topo, size, pieces=2), topo).time_s
+    t = sim.simulate(optcc(topo, size, pieces=2, pipeline=False), topo).time_s
     assert t >= float(lower_bound(topo, size).seconds)
 
 

@@ -41,7 +41,7 @@ of them and its neighbours carry ``2 − 1/(G−L)`` instead of ``2(G−1)/G`` (
 ``L ≤ G/2``). It needs one degraded server at most, in the coupled regime (it owns
 a shard), and one NIC per GPU (:func:`pipeline_blocker`). Its transfers grow as
 ``pieces · N² · G²`` (every shard is its own chunk), so OptCC uses it up to
-:data:`~resilientcc.schedules.optcc.DEEP_MAX_SERVERS` servers.
+:data:`~resilientcc.schedules.optcc.PIPELINE_MAX_SERVERS` servers.
 """
 
 from __future__ import annotations

@@ -69,28 +69,32 @@ of trees in flight per server so that early pieces are not slowed by later ones
 (1 GiB, 4 × 8 GPUs, 4 NICs lost: 1.20 × the bound before, 1.12 × with these changes).
 
 **Pipelined hierarchical** (:mod:`~resilientcc.schedules.hier_pipeline`; the default up
-to :data:`DEEP_MAX_SERVERS` servers with no degraded server, or one that owns a shard and
-has lost whole NICs). Intra-server ring reduce-scatter, the one-hop network exchange
+to :data:`PIPELINE_MAX_SERVERS` servers with no degraded server, or one that owns a shard
+and has lost whole NICs). Intra-server ring reduce-scatter, the one-hop network exchange
 with the same shares, and a ring all-gather, pipelined over up to 64 pieces so that
 NVLink and the NICs are busy at once (1 GiB, 4 × 8 GPUs: 4.243 ms without failures,
-1.02 × the bound; 1 NIC lost 4.482 ms, 1.07 ×, where the schedules below took 5.627).
+1.02 × the bound; 1 NIC lost 4.482 ms, 1.07 ×, where the schedules below took 5.627;
+8 × 8 GPUs: 4.866 ms without failures, 0.92 × NCCL's ring; 1 NIC lost 5.522 ms, 2 lost
+5.972, where the split below took 5.854 and 6.353).
 
 **Rings plus a decoupled tail** (exactly one degraded server, coupled regime). The direct
 schedule's transfers grow as ``N²`` and its dependency chains with them; a fraction ``f``
 of the buffer runs instead on NCCL-style flat rings over the NICs alive everywhere
 (:func:`~resilientcc.schedules._build.nic_rings`), and ``1 − f`` on the decoupled direct
 schedule with only the healthy servers as owners. ``DirectPlan``'s rail weights count the
-rings' load on the common rails (``base_load``). Above :data:`DEEP_MAX_SERVERS` servers
-``f = β``, the part the straggler can carry at full rate (1 GiB, 8 servers, 1 NIC lost:
-5.854 ms against 6.724 ms for the direct schedule alone); up to it ``f = 2β − 1``, from
+rings' load on the common rails (``base_load``). It is OptCC's default above
+:data:`PIPELINE_MAX_SERVERS` servers, and below with ``pipeline=False``. Above
+:data:`DEEP_MAX_SERVERS` servers ``f = β``, the part the straggler can carry at full
+rate (1 GiB, 8 servers, 1 NIC lost: 5.854 ms against 6.724 ms for the direct schedule
+alone); up to it ``f = 2β − 1``, from
 the direct schedule alone at ``β = ½`` to rings alone at ``β = 1`` (4 servers, 1 and 2
 NICs lost: 5.635 → 5.627 and 5.994 → 5.867 ms at 1 GiB, 1.554 → 1.471 and 1.653 → 1.488
 ms at 256 MiB; with ``pipeline=False`` there, the pipelined variant being the default).
 
 With no degraded server OptCC is the pipelined hierarchical schedule up to
-:data:`DEEP_MAX_SERVERS` servers (0.81 × NCCL's ring on 4 × 8 GPUs at 1 GiB) and NCCL's
-ring above (the direct schedule measures 1.12 × the ring there), so at ``β = 1`` it is
-never worse than the fault-free ring.
+:data:`PIPELINE_MAX_SERVERS` servers (0.81 × NCCL's ring on 4 × 8 GPUs at 1 GiB, 0.92 ×
+on 8 × 8) and NCCL's ring above (the direct schedule measures 1.12 × the ring there), so
+at ``β = 1`` it is never worse than the fault-free ring.
 """
 
 from __future__ import annotations
@@ -121,6 +125,7 @@ from resilientcc.topology.model import Topology
 
 __all__ = [
     "DEEP_MAX_SERVERS",
+    "PIPELINE_MAX_SERVERS",
     "DirectPlan",
     "balanced_shares",
     "default_pieces",
@@ -136,6 +141,11 @@ LAG = 1.5
 #: one leaves its trees unbalanced and the ring part is ``2β − 1`` (not ``β``): each
 #: measured best in the simulator
 DEEP_MAX_SERVERS = 6
+
+#: OptCC's default is the pipelined hierarchical schedule up to this many servers (where
+#: it can run); its transfers grow as ``pieces · N² · G²``, about 0.9 million on 8 × 8
+#: GPUs at 64 pieces (two minutes to simulate), four times that on 16 servers
+PIPELINE_MAX_SERVERS = 8
 
 
 def balanced_shares(bandwidth: Mapping[int, Fraction]) -> dict[int, Fraction]:
@@ -635,7 +645,7 @@ def _use_pipeline(
         if blocker is not None:
             raise ScheduleError(f"optcc: pipeline needs {blocker}")
         return True
-    return not other and blocker is None and len(servers) <= DEEP_MAX_SERVERS
+    return not other and blocker is None and len(servers) <= PIPELINE_MAX_SERVERS
 
 
 def _share_meta(
@@ -819,7 +829,7 @@ def optcc(
             (:mod:`~resilientcc.schedules.hier_pipeline`; ``pieces`` default
             :func:`~resilientcc.schedules.hier_pipeline.default_pipeline_pieces`). Default:
             on when it can run (at most one degraded server, in the coupled regime, one
-            NIC per GPU) on up to :data:`DEEP_MAX_SERVERS` servers and neither
+            NIC per GPU) on up to :data:`PIPELINE_MAX_SERVERS` servers and neither
             ``ring_fraction`` nor ``direct`` is given; ``True`` asks for it on any
             number of servers (an error where it cannot run), ``False`` never.
 
@@ -842,7 +852,7 @@ def optcc(
     if _use_pipeline(servers, shares, pipeline, ring_fraction is not None or direct):
         return _pipelined(topology, servers, shares, size, pieces, check)
     if all(sv.healthy for sv in servers) and not direct:
-        # no straggler and no pipelined schedule (above six servers, or asked): the direct
+        # no straggler and no pipelined schedule (above eight servers, or asked): the direct
         # schedule measures 1.12 x the ring (4 x 8 GPUs, 1 GiB), so OptCC is NCCL's ring
         base = ring(topology, size, check=check)
         return replace(
