@@ -51,6 +51,18 @@ def test_json_fields_and_values() -> None:
         assert d["ratio_to_bound"] >= 1 - 1e-9
 
 
+def test_long_simulations_say_so_on_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilientcc.cli.sim as cli_sim
+
+    res = _run("ring", *SMALL, "--json")
+    assert res.exit_code == 0 and "transfers" not in res.stderr
+    monkeypatch.setattr(cli_sim, "LONG_SIM_TRANSFERS", 10)
+    res = _run("ring", *SMALL, "--json")
+    assert res.exit_code == 0, res.output
+    assert "simulating ring:" in res.stderr and "transfers" in res.stderr
+    assert json.loads(res.stdout)["algorithm"] == "ring"  # stdout stays one JSON object
+
+
 def test_degraded_balance_beats_naive_ring() -> None:
     ring_d = _json("ring", *SMALL, "--fail", "0:2")
     bal_d = _json("balance", *SMALL, "--fail", "0:2")

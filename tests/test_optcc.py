@@ -194,7 +194,7 @@ def test_decoupled_straggler_moves_exactly_the_bound_bytes():
     assert out == 1 and inn == 1
 
 
-def test_no_degraded_server_is_the_ring_above_the_pipelined_schedules_servers():
+def test_no_degraded_server_is_the_ring_above_pipeline_max_servers():
     topo = hierarchical(PIPELINE_MAX_SERVERS + 1, 2)
     s = optcc(topo, M)
     r = ring(topo, M)

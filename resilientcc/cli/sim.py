@@ -30,7 +30,11 @@ from resilientcc.schedules.ir import Schedule
 from resilientcc.topology.model import Topology
 from resilientcc.units import format_size, format_time, parse_time
 
-__all__ = ["sim", "sim_report"]
+__all__ = ["LONG_SIM_TRANSFERS", "sim", "sim_report"]
+
+#: from this many transfers ``rcc sim`` says on stderr that the simulation takes a while
+#: (OptCC on 8 × 8 GPUs at 1 GiB: 0.5 to 1.2 million transfers, up to three minutes)
+LONG_SIM_TRANSFERS = 200_000
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -196,6 +200,11 @@ def sim(
             opts["channels"] = channels
         sched = gen(topo, m, **opts)
         algorithm = schedule
+    if len(sched.transfers) >= LONG_SIM_TRANSFERS:
+        typer.echo(
+            f"simulating {algorithm}: {len(sched.transfers):,} transfers, this can take minutes",
+            err=True,
+        )
     rep = sim_report(
         sched, topo, algorithm, base_latency=base, zero_latency=zero_latency, latency_mode=mode
     )

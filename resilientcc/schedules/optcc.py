@@ -143,8 +143,8 @@ LAG = 1.5
 DEEP_MAX_SERVERS = 6
 
 #: OptCC's default is the pipelined hierarchical schedule up to this many servers (where
-#: it can run); its transfers grow as ``pieces · N² · G²``, about 0.9 million on 8 × 8
-#: GPUs at 64 pieces (two minutes to simulate), four times that on 16 servers
+#: it can run); its transfers grow as ``pieces · N² · G²``: 0.5 to 1.2 million on 8 × 8
+#: GPUs at 64 pieces (up to three minutes to simulate), four times that on 16 servers
 PIPELINE_MAX_SERVERS = 8
 
 
