@@ -18,7 +18,12 @@ from resilientcc.schedules.hier_pipeline import (
     hier_pipeline,
     ring_order,
 )
-from resilientcc.schedules.optcc import PIPELINE_MAX_SERVERS, balanced_shares, optcc
+from resilientcc.schedules.optcc import (
+    PIPELINE_DECOUPLED_MIN_SERVERS,
+    PIPELINE_MAX_SERVERS,
+    balanced_shares,
+    optcc,
+)
 from resilientcc.topology import fail_nics, hierarchical
 
 M = Fraction(2**30)
@@ -35,8 +40,11 @@ def test_class_sizes_balance_the_healthy_nics(n, g, data):
     assert a * big + lost * a * small == 1 and big > 0 and small >= 0
     alive_load = big * (1 + (n - 2) * w[1]) + lost * small * (w[0] + w[1])
     dead_load = a * small * 2 * (n - 2) * w[1]
-    if small > 0:
+    if small > 0 and w[0] > 0:
         assert alive_load == dead_load
+    elif small > 0:  # decoupled: dead rails at the straggler's per-NIC time, or balanced
+        assert dead_load == Fraction(1, a) or alive_load == dead_load
+        assert alive_load <= dead_load
 
 
 def _net_bytes(s, g: int) -> tuple[Counter, Counter]:
@@ -51,13 +59,19 @@ def _net_bytes(s, g: int) -> tuple[Counter, Counter]:
     return out, inn
 
 
-@pytest.mark.parametrize(("servers", "gpus", "lost"), [(3, 4, 0), (4, 4, 1), (4, 8, 2), (2, 4, 1)])
+@pytest.mark.parametrize(
+    ("servers", "gpus", "lost"),
+    [(3, 4, 0), (4, 4, 1), (4, 8, 2), (2, 4, 1), (4, 4, 2), (6, 8, 4), (5, 8, 5)],
+)
 def test_bytes_are_the_water_filling(servers, gpus, lost):
-    """Server s moves (1 + (N−2) w_s)·M each way, spread evenly over its alive NICs."""
+    """Server s moves (1 + (N−2) w_s)·M each way, spread evenly over its alive NICs.
+
+    With ``β ≤ β*`` (the last three cases) the straggler owns nothing: ``M`` each way.
+    """
     topo = hierarchical(servers, gpus)
     if lost:
         topo = fail_nics(topo, 0, lost)
-    s = optcc(topo, M, pieces=2)
+    s = optcc(topo, M, pieces=2, pipeline=True)
     assert s.meta_get("variant") == "pipelined hierarchical"
     beta = Fraction(gpus - lost, gpus)
     w = balanced_shares({0: beta, **{i: Fraction(1) for i in range(1, servers)}})
@@ -66,10 +80,16 @@ def test_bytes_are_the_water_filling(servers, gpus, lost):
         want = 1 + (servers - 2) * w[srv]
         assert sum(v for (x, _), v in out.items() if x == srv) == want
         assert sum(v for (x, _), v in inn.items() if x == srv) == want
-        nics = range(lost, gpus) if srv == 0 else range(gpus)
+        nics = range(lost, gpus) if srv == 0 or w[0] == 0 else range(gpus)
         loads = {out[srv, c] for c in nics} | {inn[srv, c] for c in nics}
         if servers > 2 or srv == 0:
             assert len(loads) == 1, (srv, loads)
+        a = gpus - lost
+        if w[0] == 0 and srv > 0 and lost < 2 * a * (servers - 2) * w[1]:
+            # decoupled (where the rule leaves A > 0): rails dead on d at d's per-NIC time
+            per_nic = Fraction(1, a)
+            assert {out[srv, c] for c in range(lost)} == {inn[srv, c] for c in range(lost)}
+            assert {out[srv, c] for c in range(lost)} == {per_nic}
     assert all(out[0, c] == 0 and inn[0, c] == 0 for c in range(lost))
 
 
@@ -119,8 +139,14 @@ def test_choice_of_variant():
     assert (
         optcc(coupled, M, pieces=1, pipeline=False).meta_get("variant") != "pipelined hierarchical"
     )
-    decoupled = fail_nics(hierarchical(4, 4), 0, 2)  # β = ½ ≤ β*: the direct schedule
-    assert optcc(decoupled, M, pieces=1).meta_get("variant") == "direct"
+    # β = ½ ≤ β*: the direct schedule below PIPELINE_DECOUPLED_MIN_SERVERS, then pipelined
+    few = fail_nics(hierarchical(PIPELINE_DECOUPLED_MIN_SERVERS - 1, 4), 0, 2)
+    assert optcc(few, M, pieces=1).meta_get("variant") == "direct"
+    assert optcc(few, M, pieces=1, pipeline=True).meta_get("share_straggler") == "0"
+    more = fail_nics(hierarchical(PIPELINE_DECOUPLED_MIN_SERVERS, 4), 0, 2)
+    s = optcc(more, M, pieces=1)
+    assert s.meta_get("variant") == "pipelined hierarchical"
+    assert s.meta_get("share_straggler") == "0"
     two = fail_nics(fail_nics(hierarchical(4, 4), 0, 1), 1, 1)
     assert optcc(two, M, pieces=1).meta_get("variant") == "direct"
     eight = fail_nics(hierarchical(PIPELINE_MAX_SERVERS, 4), 0, 1)
@@ -145,8 +171,22 @@ def test_bad_pipeline_options(kwargs, match):
 
 
 def test_pipeline_asked_where_it_cannot_run():
-    with pytest.raises(ScheduleError, match="coupled regime"):
-        optcc(fail_nics(hierarchical(4, 4), 0, 2), M, pipeline=True)
+    two = fail_nics(fail_nics(hierarchical(4, 4), 0, 2), 1, 1)
+    with pytest.raises(ScheduleError, match="one degraded server at most"):
+        optcc(two, M, pipeline=True)
+
+
+def test_decoupled_pipeline_simulates_above_the_bound():
+    """6 × 4 GPUs, 2 NICs lost (β = ½, the straggler owns nothing), 64 MiB: exact and sound."""
+    from resilientcc import sim
+    from resilientcc.bounds import lower_bound
+
+    topo = fail_nics(hierarchical(6, 4), 0, 2)
+    size = Fraction(2**26)
+    s = optcc(topo, size, pieces=4)
+    assert s.meta_get("variant") == "pipelined hierarchical"
+    assert executor.execute(s).ok
+    assert float(lower_bound(topo, size).seconds) <= sim.simulate(s, topo).time_s
 
 
 def test_default_pieces():

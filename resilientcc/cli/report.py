@@ -53,7 +53,7 @@ def report(
     the LP lower bound and the simulated times of ring, balance, r2cc_allreduce and
     optcc, with their overheads against the fault-free ring and the fault-free bound.
     Each time comes with its latency part (a second simulation with zero latencies). The
-    full grid (4, 8, 16 servers) takes about an hour on 2 cores (the 8-server OptCC
+    full grid (4, 8, 16 servers) takes a little over an hour on 2 cores (the 8-server OptCC
     schedules have up to 1.2M transfers, the 16-server OptCC and R2CC ones 300k-500k);
     --quick does 4 servers in a few minutes. Simulated times are cached in OUT/cache.json, so an interrupted run resumes.
     """

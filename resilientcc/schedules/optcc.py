@@ -45,9 +45,11 @@ Pipelining: pieces are released one after the other (ids follow the estimated st
 times), so a straggler's NICs send from the first piece on and receive until the last.
 
 **Decoupled straggler** (the regime ``β ≤ β*`` with one straggler ``d``, which owns
-nothing). In the four stages above ``d`` gets its results back only after its own
-partial has crossed its slow egress, been reduced and broadcast: its ingress waits for
-its egress, and the pipeline's fill and drain land on the bound's bottleneck. Instead,
+nothing; OptCC's default there below :data:`PIPELINE_DECOUPLED_MIN_SERVERS` servers and
+above :data:`PIPELINE_MAX_SERVERS`). In the four stages above ``d`` gets its results
+back only after its own partial has crossed its slow egress, been reduced and
+broadcast: its ingress waits for its egress, and the pipeline's fill and drain land on
+the bound's bottleneck. Instead,
 for each chunk owned by ``t``:
 
 * ``d``'s partial ``c_d`` is *staged*: copied (not reduced) into the GPU ``q`` of ``t``
@@ -69,13 +71,16 @@ of trees in flight per server so that early pieces are not slowed by later ones
 (1 GiB, 4 × 8 GPUs, 4 NICs lost: 1.20 × the bound before, 1.12 × with these changes).
 
 **Pipelined hierarchical** (:mod:`~resilientcc.schedules.hier_pipeline`; the default up
-to :data:`PIPELINE_MAX_SERVERS` servers with no degraded server, or one that owns a shard
-and has lost whole NICs). Intra-server ring reduce-scatter, the one-hop network exchange
-with the same shares, and a ring all-gather, pipelined over up to 64 pieces so that
+to :data:`PIPELINE_MAX_SERVERS` servers with no degraded server, or one that has lost
+whole NICs: one that owns a shard on any number of servers up to that, one that owns
+nothing from :data:`PIPELINE_DECOUPLED_MIN_SERVERS` on). Intra-server ring
+reduce-scatter, the one-hop network exchange with the same shares, and a ring
+all-gather, pipelined over up to 64 pieces so that
 NVLink and the NICs are busy at once (1 GiB, 4 × 8 GPUs: 4.243 ms without failures,
 1.02 × the bound; 1 NIC lost 4.482 ms, 1.07 ×, where the schedules below took 5.627;
 8 × 8 GPUs: 4.866 ms without failures, 0.92 × NCCL's ring; 1 NIC lost 5.522 ms, 2 lost
-5.972, where the split below took 5.854 and 6.353).
+5.972, where the split below took 5.854 and 6.353; 4 lost 5.934, where the decoupled
+direct schedule above took 6.620, and on 4 servers 5.896 against its 5.887).
 
 **Rings plus a decoupled tail** (exactly one degraded server, coupled regime). The direct
 schedule's transfers grow as ``N²`` and its dependency chains with them; a fraction ``f``
@@ -125,6 +130,7 @@ from resilientcc.topology.model import Topology
 
 __all__ = [
     "DEEP_MAX_SERVERS",
+    "PIPELINE_DECOUPLED_MIN_SERVERS",
     "PIPELINE_MAX_SERVERS",
     "DirectPlan",
     "balanced_shares",
@@ -146,6 +152,12 @@ DEEP_MAX_SERVERS = 6
 #: it can run); its transfers grow as ``pieces · N² · G²``: 0.5 to 1.2 million on 8 × 8
 #: GPUs at 64 pieces (up to three minutes to simulate), four times that on 16 servers
 PIPELINE_MAX_SERVERS = 8
+
+#: in the decoupled regime (a straggler that owns nothing) the pipelined schedule is the
+#: default from this many servers: 1 GiB, 4 of 8 NICs lost, 6 / 8 servers 5.993 / 5.934 ms
+#: against the direct schedule's 6.468 / 6.620; on 4 / 5 servers 5.896 / 6.087 against
+#: 5.887 / 6.112, a tie at five times the transfers
+PIPELINE_DECOUPLED_MIN_SERVERS = 6
 
 
 def balanced_shares(bandwidth: Mapping[int, Fraction]) -> dict[int, Fraction]:
@@ -645,7 +657,10 @@ def _use_pipeline(
         if blocker is not None:
             raise ScheduleError(f"optcc: pipeline needs {blocker}")
         return True
-    return not other and blocker is None and len(servers) <= PIPELINE_MAX_SERVERS
+    if other or blocker is not None or len(servers) > PIPELINE_MAX_SERVERS:
+        return False
+    decoupled = any(shares[sv.index] == 0 for sv in servers)
+    return not decoupled or len(servers) >= PIPELINE_DECOUPLED_MIN_SERVERS
 
 
 def _share_meta(
@@ -710,7 +725,7 @@ def _ring_fraction(
     if len(degraded) != 1 or _split_blocker(servers) is not None:
         return Fraction(0)
     d = degraded[0]
-    if shares[d.index] == 0:  # decoupled regime: the direct schedule alone
+    if shares[d.index] == 0:  # decoupled regime: no rings
         return Fraction(0)
     beta = d.bandwidth / max(sv.bandwidth for sv in servers)
     if len(servers) > DEEP_MAX_SERVERS:
@@ -828,9 +843,10 @@ def optcc(
         pipeline: the pipelined hierarchical schedule
             (:mod:`~resilientcc.schedules.hier_pipeline`; ``pieces`` default
             :func:`~resilientcc.schedules.hier_pipeline.default_pipeline_pieces`). Default:
-            on when it can run (at most one degraded server, in the coupled regime, one
-            NIC per GPU) on up to :data:`PIPELINE_MAX_SERVERS` servers and neither
-            ``ring_fraction`` nor ``direct`` is given; ``True`` asks for it on any
+            on when it can run (at most one degraded server, its alive NICs at full
+            rate, one NIC per GPU) on up to :data:`PIPELINE_MAX_SERVERS` servers (from
+            :data:`PIPELINE_DECOUPLED_MIN_SERVERS` when the degraded server owns
+            nothing) and neither ``ring_fraction`` nor ``direct`` is given; ``True`` asks for it on any
             number of servers (an error where it cannot run), ``False`` never.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
