@@ -136,7 +136,7 @@ def class_sizes(
     return ratio * b, b
 
 
-def pipeline_blocker(servers: Sequence[ServerInfo], shares: Mapping[int, Fraction]) -> str | None:
+def pipeline_blocker(servers: Sequence[ServerInfo]) -> str | None:
     """Why the pipelined hierarchical schedule cannot run on ``servers`` (``None`` if it can)."""
     if len(servers) < 2:
         return "two servers"

@@ -650,7 +650,7 @@ def _use_pipeline(
         raise ScheduleError(f"optcc: pipeline must be true or false, got {asked!r}")
     if asked is False:
         return False
-    blocker = pipeline_blocker(servers, shares)
+    blocker = pipeline_blocker(servers)
     if asked:
         if other:
             raise ScheduleError("optcc: pipeline cannot be combined with ring_fraction or direct")
