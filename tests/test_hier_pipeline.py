@@ -14,12 +14,12 @@ from resilientcc.schedules import executor
 from resilientcc.schedules._build import Builder, server_view
 from resilientcc.schedules.hier_pipeline import (
     class_sizes,
+    default_net_window,
     default_pipeline_pieces,
     hier_pipeline,
     ring_order,
 )
 from resilientcc.schedules.optcc import (
-    PIPELINE_DECOUPLED_MIN_SERVERS,
     PIPELINE_MAX_SERVERS,
     balanced_shares,
     optcc,
@@ -139,14 +139,13 @@ def test_choice_of_variant():
     assert (
         optcc(coupled, M, pieces=1, pipeline=False).meta_get("variant") != "pipelined hierarchical"
     )
-    # β = ½ ≤ β*: the direct schedule below PIPELINE_DECOUPLED_MIN_SERVERS, then pipelined
-    few = fail_nics(hierarchical(PIPELINE_DECOUPLED_MIN_SERVERS - 1, 4), 0, 2)
-    assert optcc(few, M, pieces=1).meta_get("variant") == "direct"
-    assert optcc(few, M, pieces=1, pipeline=True).meta_get("share_straggler") == "0"
-    more = fail_nics(hierarchical(PIPELINE_DECOUPLED_MIN_SERVERS, 4), 0, 2)
-    s = optcc(more, M, pieces=1)
-    assert s.meta_get("variant") == "pipelined hierarchical"
-    assert s.meta_get("share_straggler") == "0"
+    # β = ½ ≤ β*: pipelined too, the straggler owning nothing; the direct schedule on request
+    for n in (3, PIPELINE_MAX_SERVERS):
+        half = fail_nics(hierarchical(n, 4), 0, 2)
+        s = optcc(half, M, pieces=1)
+        assert s.meta_get("variant") == "pipelined hierarchical"
+        assert s.meta_get("share_straggler") == "0"
+        assert optcc(half, M, pieces=1, pipeline=False).meta_get("variant") == "direct"
     two = fail_nics(fail_nics(hierarchical(4, 4), 0, 1), 1, 1)
     assert optcc(two, M, pieces=1).meta_get("variant") == "direct"
     eight = fail_nics(hierarchical(PIPELINE_MAX_SERVERS, 4), 0, 1)
@@ -163,6 +162,8 @@ def test_choice_of_variant():
         ({"pipeline": True, "direct": True}, "cannot be combined"),
         ({"pipeline": True, "ring_fraction": "1/2"}, "cannot be combined"),
         ({"pipeline": True, "pieces": 0}, "pieces"),
+        ({"net_window": -1}, "net_window must be"),
+        ({"net_window": "4"}, "net_window must be"),
     ],
 )
 def test_bad_pipeline_options(kwargs, match):
@@ -187,6 +188,48 @@ def test_decoupled_pipeline_simulates_above_the_bound():
     assert s.meta_get("variant") == "pipelined hierarchical"
     assert executor.execute(s).ok
     assert float(lower_bound(topo, size).seconds) <= sim.simulate(s, topo).time_s
+
+
+def _window_violations(s, topo, window: int) -> tuple[int, int]:
+    """(partials checked, partials sent before the returns of ``window`` pieces earlier)."""
+    from resilientcc import sim
+
+    g = topo.num_ranks // len(server_view(topo))
+    per = len(s.chunks) // int(s.meta_get("pieces"))  # every piece has as many chunks
+    r = sim.simulate(s, topo)
+    start = dict(zip(r.transfer_ids.tolist(), r.start_s.tolist(), strict=True))
+    end = dict(zip(r.transfer_ids.tolist(), r.end_s.tolist(), strict=True))
+    net = [t for t in s.transfers if t.src // g != t.dst // g]
+    back: dict[tuple[int, int], float] = {}
+    for t in net:
+        if t.op == "copy":
+            key = (t.chunk // per, t.dst)
+            back[key] = max(back.get(key, 0.0), end[t.id])
+    checked = early = 0
+    for t in net:
+        k = t.chunk // per
+        if t.op == "reduce" and k >= window:
+            checked += 1
+            early += start[t.id] < back[(k - window, t.src)]
+    return checked, early
+
+
+def test_network_window_holds_partials_back():
+    """A GPU's partials of piece k leave after its results of piece k − W are back; W = 0 lets them run ahead."""
+    topo = fail_nics(hierarchical(4, 4), 0, 1)
+    size = Fraction(2**26)
+    s = optcc(topo, size, pieces=8, net_window=2)
+    assert s.meta_get("net_window") == "2" and executor.execute(s).ok
+    checked, early = _window_violations(s, topo, 2)
+    assert checked > 0 and early == 0
+    _, early_without = _window_violations(optcc(topo, size, pieces=8, net_window=0), topo, 2)
+    assert early_without > 0
+
+
+def test_default_net_window():
+    assert default_net_window(8, M, 64) == 10  # N + 2 pieces of 16 MiB
+    assert default_net_window(4, Fraction(2**28), 32) == 12  # pieces of 8 MiB: twice as many
+    assert optcc(fail_nics(hierarchical(3, 4), 0, 1), M).meta_get("net_window") == "5"
 
 
 def test_default_pieces():

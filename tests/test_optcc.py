@@ -145,8 +145,8 @@ def test_broadcasts_are_binomial_trees():
         )
         return max(c.values())
 
-    assert fanout(optcc(topo, M, pieces=1)) == 3  # 3 servers: trees by default
-    assert fanout(optcc(topo, M, pieces=1, flat_bcast=True)) == 7
+    assert fanout(optcc(topo, M, pieces=1, pipeline=False)) == 3  # 3 servers: trees by default
+    assert fanout(optcc(topo, M, pieces=1, pipeline=False, flat_bcast=True)) == 7
     # 8 servers, coupled (1 NIC lost) and decoupled (4 lost): trees too
     for lost in (1, 4):
         big = fail_nics(hierarchical(8, 8), 0, lost)
@@ -167,9 +167,9 @@ def _ancestors(s, tid):
 
 @pytest.mark.parametrize("servers,gpus,lost", [(3, 4, 2), (4, 8, 4)])
 def test_decoupled_straggler_ingress_never_waits_for_its_egress(servers, gpus, lost):
-    """β ≤ β*: what the straggler receives never depends on what it sent (module docs)."""
+    """β ≤ β*, direct schedule: what the straggler receives never depends on what it sent."""
     topo = fail_nics(hierarchical(servers, gpus), 0, lost)
-    s = optcc(topo, Fraction(2**26), pieces=2)
+    s = optcc(topo, Fraction(2**26), pieces=2, pipeline=False)
     assert s.meta_get("share_straggler") == "0"
     egress = {t.id for t in s.transfers if t.src // gpus == 0 and t.dst // gpus != 0}
     ingress = [t.id for t in s.transfers if t.dst // gpus == 0 and t.src // gpus != 0]
@@ -177,7 +177,7 @@ def test_decoupled_straggler_ingress_never_waits_for_its_egress(servers, gpus, l
     for tid in ingress:
         assert not (_ancestors(s, tid) & egress), f"ingress transfer {tid} waits for egress"
     # coupled variant (decouple=False): results return only after the partial went out
-    c = optcc(topo, Fraction(2**26), pieces=2, decouple=False)
+    c = optcc(topo, Fraction(2**26), pieces=2, decouple=False, pipeline=False)
     eg_c = {t.id for t in c.transfers if t.src // gpus == 0 and t.dst // gpus != 0}
     assert any(
         _ancestors(c, t.id) & eg_c for t in c.transfers if t.dst // gpus == 0 and t.src // gpus != 0
@@ -187,7 +187,7 @@ def test_decoupled_straggler_ingress_never_waits_for_its_egress(servers, gpus, l
 def test_decoupled_straggler_moves_exactly_the_bound_bytes():
     """The straggler sends M and receives M (the cut the bound is made of), no more."""
     topo = fail_nics(hierarchical(4, 8), 0, 4)
-    s = optcc(topo, M, pieces=3)
+    s = optcc(topo, M, pieces=3, pipeline=False)
     size = {c.index: c.size for c in s.chunks}
     out = sum(size[t.chunk] for t in s.transfers if t.src // 8 == 0 and t.dst // 8 != 0)
     inn = sum(size[t.chunk] for t in s.transfers if t.dst // 8 == 0 and t.src // 8 != 0)

@@ -45,8 +45,8 @@ Pipelining: pieces are released one after the other (ids follow the estimated st
 times), so a straggler's NICs send from the first piece on and receive until the last.
 
 **Decoupled straggler** (the regime ``β ≤ β*`` with one straggler ``d``, which owns
-nothing; OptCC's default there below :data:`PIPELINE_DECOUPLED_MIN_SERVERS` servers and
-above :data:`PIPELINE_MAX_SERVERS`). In the four stages above ``d`` gets its results
+nothing; OptCC's default there above :data:`PIPELINE_MAX_SERVERS` servers, and
+below with ``pipeline=False``). In the four stages above ``d`` gets its results
 back only after its own partial has crossed its slow egress, been reduced and
 broadcast: its ingress waits for its egress, and the pipeline's fill and drain land on
 the bound's bottleneck. Instead,
@@ -72,15 +72,15 @@ of trees in flight per server so that early pieces are not slowed by later ones
 
 **Pipelined hierarchical** (:mod:`~resilientcc.schedules.hier_pipeline`; the default up
 to :data:`PIPELINE_MAX_SERVERS` servers with no degraded server, or one that has lost
-whole NICs: one that owns a shard on any number of servers up to that, one that owns
-nothing from :data:`PIPELINE_DECOUPLED_MIN_SERVERS` on). Intra-server ring
+whole NICs, whether it owns a shard or not). Intra-server ring
 reduce-scatter, the one-hop network exchange with the same shares, and a ring
 all-gather, pipelined over up to 64 pieces so that
 NVLink and the NICs are busy at once (1 GiB, 4 × 8 GPUs: 4.243 ms without failures,
 1.02 × the bound; 1 NIC lost 4.482 ms, 1.07 ×, where the schedules below took 5.627;
-8 × 8 GPUs: 4.866 ms without failures, 0.92 × NCCL's ring; 1 NIC lost 5.522 ms, 2 lost
-5.972, where the split below took 5.854 and 6.353; 4 lost 5.934, where the decoupled
-direct schedule above took 6.620, and on 4 servers 5.896 against its 5.887).
+8 × 8 GPUs: 4.866 ms without failures, 0.92 × NCCL's ring; 1 NIC lost 5.189 ms, 2 lost
+5.394, where the split below took 5.854 and 6.353; 4 lost 5.815, where the decoupled
+direct schedule above took 6.620, and on 4 servers 5.896 against its 5.887; with the
+network stage's credit window, :func:`~resilientcc.schedules.hier_pipeline.default_net_window`).
 
 **Rings plus a decoupled tail** (exactly one degraded server, coupled regime). The direct
 schedule's transfers grow as ``N²`` and its dependency chains with them; a fraction ``f``
@@ -120,6 +120,7 @@ from resilientcc.schedules._build import (
     server_view,
 )
 from resilientcc.schedules.hier_pipeline import (
+    default_net_window,
     default_pipeline_pieces,
     hier_pipeline,
     pipeline_blocker,
@@ -130,7 +131,6 @@ from resilientcc.topology.model import Topology
 
 __all__ = [
     "DEEP_MAX_SERVERS",
-    "PIPELINE_DECOUPLED_MIN_SERVERS",
     "PIPELINE_MAX_SERVERS",
     "DirectPlan",
     "balanced_shares",
@@ -152,12 +152,6 @@ DEEP_MAX_SERVERS = 6
 #: it can run); its transfers grow as ``pieces · N² · G²``: 0.5 to 1.2 million on 8 × 8
 #: GPUs at 64 pieces (up to three minutes to simulate), four times that on 16 servers
 PIPELINE_MAX_SERVERS = 8
-
-#: in the decoupled regime (a straggler that owns nothing) the pipelined schedule is the
-#: default from this many servers: 1 GiB, 4 of 8 NICs lost, 6 / 8 servers 5.993 / 5.934 ms
-#: against the direct schedule's 6.468 / 6.620; on 4 / 5 servers 5.896 / 6.087 against
-#: 5.887 / 6.112, a tie at five times the transfers
-PIPELINE_DECOUPLED_MIN_SERVERS = 6
 
 
 def balanced_shares(bandwidth: Mapping[int, Fraction]) -> dict[int, Fraction]:
@@ -642,9 +636,7 @@ def direct_allreduce(
                 xcount += 1
 
 
-def _use_pipeline(
-    servers: Sequence[ServerInfo], shares: Mapping[int, Fraction], asked: object, other: bool
-) -> bool:
+def _use_pipeline(servers: Sequence[ServerInfo], asked: object, other: bool) -> bool:
     """Whether ``optcc`` runs the pipelined hierarchical schedule (its ``pipeline`` option)."""
     if asked is not None and not isinstance(asked, bool):
         raise ScheduleError(f"optcc: pipeline must be true or false, got {asked!r}")
@@ -657,10 +649,10 @@ def _use_pipeline(
         if blocker is not None:
             raise ScheduleError(f"optcc: pipeline needs {blocker}")
         return True
-    if other or blocker is not None or len(servers) > PIPELINE_MAX_SERVERS:
-        return False
-    decoupled = any(shares[sv.index] == 0 for sv in servers)
-    return not decoupled or len(servers) >= PIPELINE_DECOUPLED_MIN_SERVERS
+    # where the straggler owns nothing (decoupled regime) the direct schedule was the
+    # default below six servers until the credit window (1 GiB, 4 of 8 NICs lost, 3 / 4 / 5
+    # servers: pipelined 5.643 / 5.685 / 5.694 ms against 6.334 / 5.887 / 6.112)
+    return not (other or blocker is not None or len(servers) > PIPELINE_MAX_SERVERS)
 
 
 def _share_meta(
@@ -681,14 +673,22 @@ def _pipelined(
     size: Fraction,
     pieces: int | None,
     check: bool,
+    net_window: int | None,
 ) -> Schedule:
     """OptCC's pipelined hierarchical variant (:mod:`~resilientcc.schedules.hier_pipeline`)."""
     k = pieces if pieces is not None else default_pipeline_pieces(size)
+    if net_window is not None:
+        w = net_window
+    elif len(servers) <= PIPELINE_MAX_SERVERS:
+        w = default_net_window(len(servers), size, k)
+    else:  # not tuned there: 16 servers, 1 NIC lost, 32 pieces, W = 9: 8.040 ms, 6.426 without
+        w = 0
     b = Builder("optcc", topology.num_ranks)
-    classes = hier_pipeline(b, servers, shares, k)
+    classes = hier_pipeline(b, servers, shares, k, net_window=w)
     meta = (
         ("generator", "optcc"),
         ("pieces", str(k)),
+        ("net_window", str(w)),
         *_share_meta(servers, shares),
         ("classes", ",".join(f"{c.rail}/{c.rail_d}:{c.size}" for c in classes)),
         ("ring_fraction", "0"),
@@ -797,6 +797,7 @@ def optcc(
     direct: bool = False,
     ring_fraction: Fraction | None = None,
     pipeline: bool | None = None,
+    net_window: int | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -844,10 +845,13 @@ def optcc(
             (:mod:`~resilientcc.schedules.hier_pipeline`; ``pieces`` default
             :func:`~resilientcc.schedules.hier_pipeline.default_pipeline_pieces`). Default:
             on when it can run (at most one degraded server, its alive NICs at full
-            rate, one NIC per GPU) on up to :data:`PIPELINE_MAX_SERVERS` servers (from
-            :data:`PIPELINE_DECOUPLED_MIN_SERVERS` when the degraded server owns
-            nothing) and neither ``ring_fraction`` nor ``direct`` is given; ``True`` asks for it on any
+            rate, one NIC per GPU) on up to :data:`PIPELINE_MAX_SERVERS` servers and neither ``ring_fraction`` nor ``direct`` is given; ``True`` asks for it on any
             number of servers (an error where it cannot run), ``False`` never.
+        net_window: the pipelined schedule's credit window: a GPU sends its partials of
+            piece ``k`` once the results of piece ``k − net_window`` are back (0 = off;
+            default :func:`~resilientcc.schedules.hier_pipeline.default_net_window`,
+            ``N + 2`` pieces of 16 MiB, up to :data:`PIPELINE_MAX_SERVERS` servers; off
+            above, where it measured worse). Ignored by the other variants.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -865,8 +869,10 @@ def optcc(
     shares = balanced_shares(bw)
     if pieces is not None and (not isinstance(pieces, int) or pieces < 1):
         raise ScheduleError(f"optcc: pieces must be a positive integer, got {pieces!r}")
-    if _use_pipeline(servers, shares, pipeline, ring_fraction is not None or direct):
-        return _pipelined(topology, servers, shares, size, pieces, check)
+    if net_window is not None and (not isinstance(net_window, int) or net_window < 0):
+        raise ScheduleError(f"optcc: net_window must be a non-negative integer, got {net_window!r}")
+    if _use_pipeline(servers, pipeline, ring_fraction is not None or direct):
+        return _pipelined(topology, servers, shares, size, pieces, check, net_window)
     if all(sv.healthy for sv in servers) and not direct:
         # no straggler and no pipelined schedule (above eight servers, or asked): the direct
         # schedule measures 1.12 x the ring (4 x 8 GPUs, 1 GiB), so OptCC is NCCL's ring
