@@ -249,7 +249,9 @@ def hier_pipeline(
 ) -> list[PipeClass]:
     """Add the pipelined hierarchical AllReduce of the whole buffer to ``b``.
 
-    ``shares``: owner shares (sum 1); ``pieces``: pipeline depth. The caller checks
+    ``shares``: owner shares (sum 1); ``pieces``: pipeline depth; ``net_window``: a
+    GPU's partials of piece ``k`` wait for its returns of piece ``k − net_window`` (0 =
+    no window; see :func:`default_net_window`). The caller checks
     :func:`pipeline_blocker` first. Returns the classes of every piece.
     """
     g = servers[0].nics

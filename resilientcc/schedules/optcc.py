@@ -79,7 +79,7 @@ NVLink and the NICs are busy at once (1 GiB, 4 × 8 GPUs: 4.243 ms without failu
 1.02 × the bound; 1 NIC lost 4.482 ms, 1.07 ×, where the schedules below took 5.627;
 8 × 8 GPUs: 4.866 ms without failures, 0.92 × NCCL's ring; 1 NIC lost 5.189 ms, 2 lost
 5.394, where the split below took 5.854 and 6.353; 4 lost 5.815, where the decoupled
-direct schedule above took 6.620, and on 4 servers 5.896 against its 5.887; with the
+direct schedule above took 6.620, and on 4 servers 5.685 against its 5.887; with the
 network stage's credit window, :func:`~resilientcc.schedules.hier_pipeline.default_net_window`).
 
 **Rings plus a decoupled tail** (exactly one degraded server, coupled regime). The direct
