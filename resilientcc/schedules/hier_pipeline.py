@@ -272,6 +272,9 @@ def hier_pipeline(
         """The local GPU of server ``s`` that holds class ``cl`` between the rings."""
         return servers[s].nic_gpu[cl.rail_d if s == d else cl.rail]
 
+    ring_ranks = {sv.index: [sv.ranks[x] for x in rings[sv.index]] for sv in servers}
+    # position in each server's ring of the GPU that holds each class (the same every piece)
+    slot = {s: [rings[s].index(local(s, cl)) for cl in classes] for s in ring_ranks}
     # the returns into each GPU, per piece: its partials of piece k wait for those of k − W
     returns_into: dict[tuple[int, int], list[int]] = {}
 
@@ -282,12 +285,10 @@ def hier_pipeline(
             for i, cl in enumerate(classes)
             for t in owners
         }
-        groups: dict[int, list[list[int]]] = {sv.index: [[] for _ in range(g)] for sv in servers}
+        ring_groups: dict[int, list[list[int]]] = {s: [[] for _ in range(g)] for s in ring_ranks}
         for (i, _t), c in chunk.items():
-            for sv in servers:
-                groups[sv.index][local(sv.index, classes[i])].append(c)
-        ring_groups = {s: [groups[s][x] for x in rings[s]] for s in groups}
-        ring_ranks = {sv.index: [sv.ranks[x] for x in rings[sv.index]] for sv in servers}
+            for s, groups in ring_groups.items():
+                groups[slot[s][i]].append(c)
         for s, ranks in ring_ranks.items():
             b.ring_reduce_scatter(ranks, ring_groups[s], 0, release=base, step_release=1.0)
         for (i, t), c in chunk.items():
