@@ -22,6 +22,8 @@ time is ``1/(1 − X)`` of the fault-free ring (``X = k/K``).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -37,7 +39,7 @@ from resilientcc.schedules.ring import (
 )
 from resilientcc.topology.model import Topology
 
-__all__ = ["balance", "hop_partition"]
+__all__ = ["BalanceRings", "balance", "balance_rings", "hop_partition"]
 
 
 def hop_partition(
@@ -109,45 +111,34 @@ def _server_orders(lay: ServerLayout, nics: list[tuple[int, int]]) -> list[list[
     return out
 
 
-def balance(topology: Topology, size: Fraction, *, check: bool = True, **options: Any) -> Schedule:
-    """R2CCL's Balance AllReduce: the flat ring, each hop split over NICs by bandwidth.
+@dataclass(frozen=True)
+class BalanceRings:
+    """Balance's rings: one per piece (logical channel) of the buffer.
 
-    Args:
-        topology: the cluster with its failures.
-        size: message size in bytes (exact).
-        check: run the exact executor (skipped above ``ring.CHECK_CAP``).
+    Attributes:
+        weights: fraction of the buffer each piece carries (sum 1).
+        orders: per piece, the ring as a sequence of all ``p`` ranks.
+        channel_of: ``(piece, src_rank, dst_rank) -> channel`` of a hop.
+    """
+
+    weights: tuple[Fraction, ...]
+    orders: tuple[tuple[int, ...], ...]
+    channel_of: Callable[[int, int, int], int]
+
+
+def balance_rings(topology: Topology) -> BalanceRings:
+    """Balance's pieces, ring orders and NIC choices (a topology with a network).
 
     Examples:
         >>> from resilientcc.topology import hierarchical, fail_nics
-        >>> s = balance(fail_nics(hierarchical(2, 8), 0, 4), Fraction(2**20))
-        >>> s.meta_get("pieces"), len(s.chunks)
-        ('4', 64)
+        >>> br = balance_rings(fail_nics(hierarchical(2, 8), 0, 4))
+        >>> len(br.weights), len(br.orders[0])
+        (4, 16)
     """
-    if options:
-        raise InputError(f"balance: unknown option(s) {', '.join(sorted(options))}")
-    size = check_size(size)
     layouts = server_layouts(topology)
     servers = sorted(layouts)
     server_of = {r: s for s, lay in layouts.items() for r in lay.ranks}
     n_srv = len(servers)
-    has_network = n_srv > 1 and all(lay.nics for lay in layouts.values())
-    if not has_network:
-        k_max = max((len(lay.nics) for lay in layouts.values()), default=0)
-        from resilientcc.schedules.ring import ring
-
-        sched = ring(topology, size, check=False, channels=max(1, k_max))
-        return maybe_check(
-            Schedule(
-                "balance",
-                sched.ranks,
-                sched.size,
-                sched.chunks,
-                sched.transfers,
-                topology=sched.topology,
-                meta=(("pieces", str(max(1, k_max))),),
-            ),
-            check,
-        )
     # one partition per hop (s -> next server), as cumulative intervals
     hops: dict[int, list[tuple[int, Fraction, Fraction]]] = {}
     cuts: set[Fraction] = set()
@@ -184,13 +175,54 @@ def balance(topology: Topology, size: Fraction, *, check: bool = True, **options
         s = server_of[src]
         return j if s == server_of[dst] else nic_of(s, j)
 
+    return BalanceRings(tuple(weights), tuple(tuple(o) for o in orders), channel_of)
+
+
+def balance(topology: Topology, size: Fraction, *, check: bool = True, **options: Any) -> Schedule:
+    """R2CCL's Balance AllReduce: the flat ring, each hop split over NICs by bandwidth.
+
+    Args:
+        topology: the cluster with its failures.
+        size: message size in bytes (exact).
+        check: run the exact executor (skipped above ``ring.CHECK_CAP``).
+
+    Examples:
+        >>> from resilientcc.topology import hierarchical, fail_nics
+        >>> s = balance(fail_nics(hierarchical(2, 8), 0, 4), Fraction(2**20))
+        >>> s.meta_get("pieces"), len(s.chunks)
+        ('4', 64)
+    """
+    if options:
+        raise InputError(f"balance: unknown option(s) {', '.join(sorted(options))}")
+    size = check_size(size)
+    layouts = server_layouts(topology)
+    has_network = len(layouts) > 1 and all(lay.nics for lay in layouts.values())
+    if not has_network:
+        k_max = max((len(lay.nics) for lay in layouts.values()), default=0)
+        from resilientcc.schedules.ring import ring
+
+        sched = ring(topology, size, check=False, channels=max(1, k_max))
+        return maybe_check(
+            Schedule(
+                "balance",
+                sched.ranks,
+                sched.size,
+                sched.chunks,
+                sched.transfers,
+                topology=sched.topology,
+                meta=(("pieces", str(max(1, k_max))),),
+            ),
+            check,
+        )
+    br = balance_rings(topology)
+    weights = list(br.weights)
     sched = ring_allreduce(
         "balance",
         topology,
         size,
         weights,
-        orders,
-        channel_of,
-        meta=(("pieces", str(len(pieces))), ("weights", ",".join(map(str, weights)))),
+        br.orders,
+        br.channel_of,
+        meta=(("pieces", str(len(weights))), ("weights", ",".join(map(str, weights)))),
     )
     return maybe_check(sched, check)
