@@ -88,7 +88,8 @@ of the buffer runs instead on NCCL-style flat rings over the NICs alive everywhe
 (:func:`~resilientcc.schedules._build.nic_rings`), and ``1 − f`` on the decoupled direct
 schedule with only the healthy servers as owners. ``DirectPlan``'s rail weights count the
 rings' load on the common rails (``base_load``). It is OptCC's default above
-:data:`PIPELINE_MAX_SERVERS` servers, and below with ``pipeline=False``. Above
+:data:`PIPELINE_MAX_SERVERS` servers where the weighted ring below does not apply (the
+straggler keeps at most 3/4 of its bandwidth), and below with ``pipeline=False``. Above
 :data:`DEEP_MAX_SERVERS` servers ``f = β``, the part the straggler can carry at full
 rate (1 GiB, 8 servers, 1 NIC lost: 5.854 ms against 6.724 ms for the direct schedule
 alone); up to it ``f = 2β − 1``, from
