@@ -45,26 +45,14 @@ def test_relief_positions_follow_the_straggler_hops() -> None:
     assert relief_positions(list(range(6)), server_of, 0) == {0, 1, 2, 3}
 
 
-def _egress(sched, server: int, gpus: int) -> Fraction:
-    return sum(
-        (
-            sched.transfer_bytes(t)
-            for t in sched.transfers
-            if t.src // gpus == server and t.dst // gpus != server
-        ),
-        Fraction(0),
-    )
-
-
-def _ingress(sched, server: int, gpus: int) -> Fraction:
-    return sum(
-        (
-            sched.transfer_bytes(t)
-            for t in sched.transfers
-            if t.dst // gpus == server and t.src // gpus != server
-        ),
-        Fraction(0),
-    )
+def _crossing(sched, server: int, gpus: int, *, out: bool) -> Fraction:
+    """Bytes the schedule sends out of (``out``) or into ``server`` over the network."""
+    total = Fraction(0)
+    for t in sched.transfers:
+        here, there = (t.src, t.dst) if out else (t.dst, t.src)
+        if here // gpus == server and there // gpus != server:
+            total += sched.transfer_bytes(t)
+    return total
 
 
 @settings(max_examples=12, deadline=None)
@@ -83,9 +71,9 @@ def test_straggler_carries_beta_of_a_healthy_server(
     far = (straggler + 2) % servers
     x, y = segment_sizes(servers * gpus, 4, beta)
     assert sched.meta_get("segments") == f"{x},{y}"
-    assert _egress(sched, far, gpus) == _ingress(sched, far, gpus) == (2 - 2 * y) * M
-    assert _egress(sched, straggler, gpus) == beta * (2 - 2 * y) * M
-    assert _ingress(sched, straggler, gpus) == beta * (2 - 2 * y) * M
+    for out in (True, False):
+        assert _crossing(sched, far, gpus, out=out) == (2 - 2 * y) * M
+        assert _crossing(sched, straggler, gpus, out=out) == beta * (2 - 2 * y) * M
 
 
 def test_weighted_ring_is_an_allreduce_with_dead_nics() -> None:

@@ -656,7 +656,9 @@ def _use_pipeline(servers: Sequence[ServerInfo], asked: object, other: bool) -> 
     blocker = pipeline_blocker(servers)
     if asked:
         if other:
-            raise ScheduleError("optcc: pipeline cannot be combined with ring_fraction or direct")
+            raise ScheduleError(
+                "optcc: pipeline cannot be combined with ring_fraction, direct or weighted_ring"
+            )
         if blocker is not None:
             raise ScheduleError(f"optcc: pipeline needs {blocker}")
         return True

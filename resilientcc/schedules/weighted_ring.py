@@ -38,7 +38,7 @@ from fractions import Fraction
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules.balance import balance_rings
 from resilientcc.schedules.ir import COPY, REDUCE, Chunk, Schedule, Transfer
-from resilientcc.schedules.ring import maybe_check, server_layouts
+from resilientcc.schedules.ring import ServerLayout, maybe_check, server_layouts
 from resilientcc.topology.model import Topology
 
 __all__ = ["relief_positions", "segment_sizes", "weighted_ring", "weighted_ring_applies"]
@@ -74,6 +74,13 @@ def segment_sizes(p: int, relief: int, beta: Fraction) -> tuple[Fraction, Fracti
     return 1 - beta + beta * y, y
 
 
+def _ring_network(topology: Topology) -> dict[int, ServerLayout] | None:
+    """The server layouts, if there are three servers or more and all have NICs."""
+    layouts = server_layouts(topology)
+    ok = len(layouts) >= 3 and all(lay.nics for lay in layouts.values())
+    return layouts if ok else None
+
+
 def weighted_ring_applies(topology: Topology, beta: Fraction) -> bool:
     """Whether :func:`weighted_ring` can relieve a straggler at bandwidth fraction ``beta``.
 
@@ -83,8 +90,7 @@ def weighted_ring_applies(topology: Topology, beta: Fraction) -> bool:
     >>> weighted_ring_applies(hierarchical(3, 8), Fraction(3, 4))
     False
     """
-    layouts = server_layouts(topology)
-    if len(layouts) < 3 or not all(lay.nics for lay in layouts.values()) or not 0 < beta < 1:
+    if _ring_network(topology) is None or not 0 < beta < 1:
         return False
     return segment_sizes(topology.num_ranks, 4, beta)[1] > 0
 
@@ -107,8 +113,8 @@ def weighted_ring(
         >>> s.meta_get("segments"), s.meta_get("pieces")
         ('27/188,1/47', '14')
     """
-    layouts = server_layouts(topology)
-    if len(layouts) < 3 or not all(lay.nics for lay in layouts.values()):
+    layouts = _ring_network(topology)
+    if layouts is None:
         raise ScheduleError("weighted ring: needs at least three servers with NICs")
     server_of = {r: s for s, lay in layouts.items() for r in lay.ranks}
     p = topology.num_ranks
@@ -137,6 +143,10 @@ def weighted_ring(
                 subs.append(len(chunks) - 1)
             per_piece.append(subs)
         groups.append(per_piece)
+    channels = [
+        [rings.channel_of(j, order[i], order[(i + 1) % p]) for i in range(p)]
+        for j, order in enumerate(rings.orders)
+    ]
     transfers: list[Transfer] = []
     prev: dict[tuple[int, int, int], int] = {}  # (piece, position, sub) -> id at the last step
     for t in range(2 * (p - 1)):
@@ -144,8 +154,7 @@ def weighted_ring(
         cur: dict[tuple[int, int, int], int] = {}
         for j, order in enumerate(rings.orders):
             for i in range(p):
-                src, dst = order[i], order[(i + 1) % p]
-                channel = rings.channel_of(j, src, dst)
+                src, dst, channel = order[i], order[(i + 1) % p], channels[j][i]
                 for sub, c in enumerate(groups[j][(i - t) % p]):
                     deps = (prev[(j, (i - 1) % p, sub)],) if t else ()
                     cur[(j, i, sub)] = len(transfers)
