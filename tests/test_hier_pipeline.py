@@ -139,13 +139,16 @@ def test_choice_of_variant():
     assert (
         optcc(coupled, M, pieces=1, pipeline=False).meta_get("variant") != "pipelined hierarchical"
     )
-    # β = ½ ≤ β*: pipelined too, the straggler owning nothing; the direct schedule on request
+    # β = ½ ≤ β*: the straggler owns nothing; the hierarchical ring by default, the
+    # pipelined schedule or the direct one on request
     for n in (3, PIPELINE_MAX_SERVERS):
         half = fail_nics(hierarchical(n, 4), 0, 2)
-        s = optcc(half, M, pieces=1)
+        assert optcc(half, M, pieces=1).meta_get("variant") == "hierarchical ring"
+        s = optcc(half, M, pieces=1, pipeline=True)
         assert s.meta_get("variant") == "pipelined hierarchical"
         assert s.meta_get("share_straggler") == "0"
-        assert optcc(half, M, pieces=1, pipeline=False).meta_get("variant") == "direct"
+        direct = optcc(half, M, pieces=1, pipeline=False, hier_ring=False)
+        assert direct.meta_get("variant") == "direct"
     two = fail_nics(fail_nics(hierarchical(4, 4), 0, 1), 1, 1)
     assert optcc(two, M, pieces=1).meta_get("variant") == "direct"
     eight = fail_nics(hierarchical(PIPELINE_MAX_SERVERS, 4), 0, 1)
@@ -184,7 +187,7 @@ def test_decoupled_pipeline_simulates_above_the_bound():
 
     topo = fail_nics(hierarchical(6, 4), 0, 2)
     size = Fraction(2**26)
-    s = optcc(topo, size, pieces=4)
+    s = optcc(topo, size, pieces=4, pipeline=True)
     assert s.meta_get("variant") == "pipelined hierarchical"
     assert executor.execute(s).ok
     assert float(lower_bound(topo, size).seconds) <= sim.simulate(s, topo).time_s

@@ -71,7 +71,14 @@ def test_pieces_and_weights():
 def test_meta_records_the_split():
     s = optcc(fail_nics(hierarchical(4, 8), 0, 4), M, check=False)
     assert s.meta_get("share_straggler") == "0"
-    s = optcc(fail_nics(hierarchical(4, 8), 0, 1), M, pieces=1, check=False, pipeline=False)
+    s = optcc(
+        fail_nics(hierarchical(4, 8), 0, 1),
+        M,
+        pieces=1,
+        check=False,
+        pipeline=False,
+        hier_ring=False,
+    )
     assert Fraction(str(s.meta_get("share_straggler"))) == Fraction(11, 62)
     lam = dict(kv.split(":", 1) for kv in str(s.meta_get("rail_weights")).split(","))
     # rail 0 is dead on the straggler: healthy pairs give it more weight
@@ -145,12 +152,13 @@ def test_broadcasts_are_binomial_trees():
         )
         return max(c.values())
 
-    assert fanout(optcc(topo, M, pieces=1, pipeline=False)) == 3  # 3 servers: trees by default
-    assert fanout(optcc(topo, M, pieces=1, pipeline=False, flat_bcast=True)) == 7
+    # 3 servers: trees by default
+    assert fanout(optcc(topo, M, pieces=1, pipeline=False, hier_ring=False)) == 3
+    assert fanout(optcc(topo, M, pieces=1, pipeline=False, hier_ring=False, flat_bcast=True)) == 7
     # 8 servers, coupled (1 NIC lost) and decoupled (4 lost): trees too
     for lost in (1, 4):
         big = fail_nics(hierarchical(8, 8), 0, lost)
-        s = optcc(big, Fraction(2**20), pieces=1, check=False, pipeline=False)
+        s = optcc(big, Fraction(2**20), pieces=1, check=False, pipeline=False, hier_ring=False)
         assert fanout(s) == 3
 
 
@@ -169,7 +177,7 @@ def _ancestors(s, tid):
 def test_decoupled_straggler_ingress_never_waits_for_its_egress(servers, gpus, lost):
     """β ≤ β*, direct schedule: what the straggler receives never depends on what it sent."""
     topo = fail_nics(hierarchical(servers, gpus), 0, lost)
-    s = optcc(topo, Fraction(2**26), pieces=2, pipeline=False)
+    s = optcc(topo, Fraction(2**26), pieces=2, pipeline=False, hier_ring=False)
     assert s.meta_get("share_straggler") == "0"
     egress = {t.id for t in s.transfers if t.src // gpus == 0 and t.dst // gpus != 0}
     ingress = [t.id for t in s.transfers if t.dst // gpus == 0 and t.src // gpus != 0]
@@ -177,7 +185,7 @@ def test_decoupled_straggler_ingress_never_waits_for_its_egress(servers, gpus, l
     for tid in ingress:
         assert not (_ancestors(s, tid) & egress), f"ingress transfer {tid} waits for egress"
     # coupled variant (decouple=False): results return only after the partial went out
-    c = optcc(topo, Fraction(2**26), pieces=2, decouple=False, pipeline=False)
+    c = optcc(topo, Fraction(2**26), pieces=2, decouple=False, pipeline=False, hier_ring=False)
     eg_c = {t.id for t in c.transfers if t.src // gpus == 0 and t.dst // gpus != 0}
     assert any(
         _ancestors(c, t.id) & eg_c for t in c.transfers if t.dst // gpus == 0 and t.src // gpus != 0
@@ -187,7 +195,7 @@ def test_decoupled_straggler_ingress_never_waits_for_its_egress(servers, gpus, l
 def test_decoupled_straggler_moves_exactly_the_bound_bytes():
     """The straggler sends M and receives M (the cut the bound is made of), no more."""
     topo = fail_nics(hierarchical(4, 8), 0, 4)
-    s = optcc(topo, M, pieces=3, pipeline=False)
+    s = optcc(topo, M, pieces=3, pipeline=False, hier_ring=False)
     size = {c.index: c.size for c in s.chunks}
     out = sum(size[t.chunk] for t in s.transfers if t.src // 8 == 0 and t.dst // 8 != 0)
     inn = sum(size[t.chunk] for t in s.transfers if t.dst // 8 == 0 and t.src // 8 != 0)
@@ -215,13 +223,14 @@ def _straggler_bytes(s, gpus: int) -> tuple[Fraction, Fraction]:
 def test_split_variant_in_the_coupled_regime():
     """9 servers, 1 of 4 NICs lost (β = 3/4 > β* = 8/15): rings on β, decoupled direct on the rest.
 
-    Above :data:`PIPELINE_MAX_SERVERS` servers this is the default. The straggler moves
+    Above :data:`PIPELINE_MAX_SERVERS` servers this is the default where the hierarchical
+    ring does not run (``hier_ring=False`` here). The straggler moves
     2(p−1)/p · f in the rings and its tail partial (1 − f) out, the others' sum back:
     exact byte counts, and the exact executor passes (``check``).
     """
     assert PIPELINE_MAX_SERVERS < 9
     topo = fail_nics(hierarchical(9, 4), 0, 1)
-    s = optcc(topo, M, pieces=2)
+    s = optcc(topo, M, pieces=2, hier_ring=False)
     f = Fraction(3, 4)
     assert s.meta_get("ring_fraction") == str(f)
     assert s.meta_get("variant") == "rings + decoupled direct"
@@ -229,7 +238,8 @@ def test_split_variant_in_the_coupled_regime():
     expect = Fraction(2 * (p - 1), p) * f + (1 - f)
     assert _straggler_bytes(s, 4) == (expect, expect)
     # decoupled regime (2 of 4 lost, β = ½ ≤ β*): direct only
-    assert optcc(fail_nics(hierarchical(9, 4), 0, 2), M, pieces=2).meta_get("ring_fraction") == "0"
+    half = fail_nics(hierarchical(9, 4), 0, 2)
+    assert optcc(half, M, pieces=2, hier_ring=False).meta_get("ring_fraction") == "0"
 
 
 @pytest.mark.parametrize(
@@ -246,7 +256,7 @@ def test_split_variant_in_the_coupled_regime():
 )
 def test_default_ring_fraction(servers, gpus, lost, f):
     topo = fail_nics(hierarchical(servers, gpus), 0, lost)
-    s = optcc(topo, Fraction(2**24), check=False, pipeline=False)
+    s = optcc(topo, Fraction(2**24), check=False, pipeline=False, hier_ring=False)
     assert Fraction(s.meta_get("ring_fraction")) == f
     assert s.meta_get("variant") == ("rings + decoupled direct" if f else "direct")
 
@@ -262,7 +272,7 @@ def test_split_variant_respects_the_bound_in_the_simulator():
 
     topo = fail_nics(hierarchical(7, 4), 0, 1)
     size = Fraction(2**26)
-    t = sim.simulate(optcc(topo, size, pieces=2, pipeline=False), topo).time_s
+    t = sim.simulate(optcc(topo, size, pieces=2, pipeline=False, hier_ring=False), topo).time_s
     assert t >= float(lower_bound(topo, size).seconds)
 
 

@@ -72,7 +72,7 @@ of trees in flight per server so that early pieces are not slowed by later ones
 
 **Pipelined hierarchical** (:mod:`~resilientcc.schedules.hier_pipeline`; the default up
 to :data:`PIPELINE_MAX_SERVERS` servers with no degraded server, or one that has lost
-whole NICs, whether it owns a shard or not). Intra-server ring
+whole NICs and owns a shard; where it owns nothing the hierarchical ring below is). Intra-server ring
 reduce-scatter, the one-hop network exchange with the same shares, and a ring
 all-gather, pipelined over up to 64 pieces so that
 NVLink and the NICs are busy at once (1 GiB, 4 × 8 GPUs: 4.243 ms without failures,
@@ -88,8 +88,8 @@ of the buffer runs instead on NCCL-style flat rings over the NICs alive everywhe
 (:func:`~resilientcc.schedules._build.nic_rings`), and ``1 − f`` on the decoupled direct
 schedule with only the healthy servers as owners. ``DirectPlan``'s rail weights count the
 rings' load on the common rails (``base_load``). It is OptCC's default above
-:data:`PIPELINE_MAX_SERVERS` servers where the weighted ring below does not apply (the
-straggler keeps at most 3/4 of its bandwidth), and below with ``pipeline=False``. Above
+:data:`PIPELINE_MAX_SERVERS` servers where neither the hierarchical ring nor the weighted
+ring below runs, and below with ``pipeline=False``. Above
 :data:`DEEP_MAX_SERVERS` servers ``f = β``, the part the straggler can carry at full
 rate (1 GiB, 8 servers, 1 NIC lost: 5.854 ms against 6.724 ms for the direct schedule
 alone); up to it ``f = 2β − 1``, from
@@ -97,9 +97,21 @@ the direct schedule alone at ``β = ½`` to rings alone at ``β = 1`` (4 servers
 NICs lost: 5.635 → 5.627 and 5.994 → 5.867 ms at 1 GiB, 1.554 → 1.471 and 1.653 → 1.488
 ms at 256 MiB; with ``pipeline=False`` there, the pipelined variant being the default).
 
+**Hierarchical ring** (:mod:`~resilientcc.schedules.hier_ring`; the default where one
+server has lost whole NICs, above :data:`PIPELINE_MAX_SERVERS` servers and wherever
+that server is too slow to own a shard, ``β ≤ β*``). The
+pipelined hierarchical schedule with the network stage run as rings among the healthy
+servers (one flow per NIC and direction, not ``N²``), the straggler decoupled: it owns
+nothing, sends its partial of each shard straight to the owner and gets the result
+straight back. 1 GiB, 16 × 8 GPUs, 1 / 2 / 4 NICs lost: 5.863 / 5.756 / 5.783 ms,
+against 5.884 (weighted ring), 6.376 (rings plus tail) and 7.489 (direct); 4 and 8
+servers with 4 lost: 5.627 and 5.658 ms against the pipelined schedule's 5.685 and 5.815
+(but 8 servers, 2 lost, where the straggler owns a share there: 5.839 against 5.394).
+
 **Weighted ring** (:mod:`~resilientcc.schedules.weighted_ring`; the default above
 :data:`PIPELINE_MAX_SERVERS` servers when the one degraded server keeps more than 3/4 of
-the bandwidth). Balance's rings, with the segments of the positions just after the
+the bandwidth and the hierarchical ring cannot run, e.g. its NICs are all alive but
+slower). Balance's rings, with the segments of the positions just after the
 straggler's network hops enlarged so that those hops carry ``β`` times a healthy hop's
 bytes: every NIC is then loaded for the same time, 1.004 × the fault-free ring's bytes
 on 16 × 8 GPUs with 1 of 8 NICs lost (simulated 5.884 ms, 1.10 × the fault-free ring,
@@ -134,6 +146,7 @@ from resilientcc.schedules.hier_pipeline import (
     hier_pipeline,
     pipeline_blocker,
 )
+from resilientcc.schedules.hier_ring import hier_ring as hier_ring_schedule
 from resilientcc.schedules.ir import COPY, REDUCE, Schedule
 from resilientcc.schedules.ring import ring
 from resilientcc.schedules.weighted_ring import weighted_ring as weighted_ring_schedule
@@ -668,6 +681,38 @@ def _use_pipeline(servers: Sequence[ServerInfo], asked: object, other: bool) -> 
     return not (other or blocker is not None or len(servers) > PIPELINE_MAX_SERVERS)
 
 
+def _use_hier_ring(
+    servers: Sequence[ServerInfo], shares: Mapping[int, Fraction], asked: object, other: bool
+) -> bool:
+    """Whether ``optcc`` runs the hierarchical ring (its ``hier_ring`` option)."""
+    if asked is not None and not isinstance(asked, bool):
+        raise ScheduleError(f"optcc: hier_ring must be true or false, got {asked!r}")
+    # the default: above eight servers, or wherever the straggler owns nothing (1 GiB,
+    # half the NICs lost, 4 / 8 servers: 5.627 / 5.658 ms against the pipelined 5.685 /
+    # 5.815; with 2 lost on 8 servers, where it owns a share, 5.839 against 5.394)
+    owns_nothing = any(not sv.healthy and shares[sv.index] == 0 for sv in servers)
+    if asked is False or (
+        asked is None and len(servers) <= PIPELINE_MAX_SERVERS and not owns_nothing
+    ):
+        return False
+    blocker = pipeline_blocker(servers)
+    if blocker is None and sum(1 for sv in servers if sv.healthy) < 2:
+        blocker = "two healthy servers"
+    if asked:
+        if other:
+            raise ScheduleError(
+                "optcc: hier_ring cannot be combined with pipeline, ring_fraction, direct"
+                " or weighted_ring"
+            )
+        if blocker is not None:
+            raise ScheduleError(f"optcc: hier_ring needs {blocker}")
+        return True
+    # with no degraded server OptCC stays NCCL's ring above eight servers (16 x 8 GPUs,
+    # 1 GiB: the hierarchical ring 5.327 ms, the ring 5.353)
+    degraded = any(not sv.healthy for sv in servers)
+    return degraded and not other and blocker is None
+
+
 def _use_weighted_ring(
     topology: Topology, servers: Sequence[ServerInfo], asked: object, other: bool
 ) -> tuple[int, Fraction] | None:
@@ -708,7 +753,7 @@ def _share_meta(
     )
 
 
-def _pipelined(
+def _layered(
     topology: Topology,
     servers: Sequence[ServerInfo],
     shares: Mapping[int, Fraction],
@@ -716,17 +761,27 @@ def _pipelined(
     pieces: int | None,
     check: bool,
     net_window: int | None,
+    *,
+    rings: bool,
 ) -> Schedule:
-    """OptCC's pipelined hierarchical variant (:mod:`~resilientcc.schedules.hier_pipeline`)."""
+    """OptCC's pipelined hierarchical variant, or with ``rings`` its hierarchical ring.
+
+    (:mod:`~resilientcc.schedules.hier_pipeline`, :mod:`~resilientcc.schedules.hier_ring`.)
+    """
     k = pieces if pieces is not None else default_pipeline_pieces(size)
     if net_window is not None:
         w = net_window
-    elif len(servers) <= PIPELINE_MAX_SERVERS:
+    elif rings or len(servers) <= PIPELINE_MAX_SERVERS:
         w = default_net_window(len(servers), size, k)
     else:  # not tuned there: 16 servers, 1 NIC lost, 32 pieces, W = 9: 8.040 ms, 6.426 without
         w = 0
     b = Builder("optcc", topology.num_ranks)
-    classes = hier_pipeline(b, servers, shares, k, net_window=w)
+    if rings:
+        classes = hier_ring_schedule(b, servers, k, size, net_window=w)
+        healthy = sum(1 for sv in servers if sv.healthy)
+        shares = {sv.index: Fraction(int(sv.healthy), healthy) for sv in servers}
+    else:
+        classes = hier_pipeline(b, servers, shares, k, net_window=w)
     meta = (
         ("generator", "optcc"),
         ("pieces", str(k)),
@@ -734,7 +789,7 @@ def _pipelined(
         *_share_meta(servers, shares),
         ("classes", ",".join(f"{c.rail}/{c.rail_d}:{c.size}" for c in classes)),
         ("ring_fraction", "0"),
-        ("variant", "pipelined hierarchical"),
+        ("variant", "hierarchical ring" if rings else "pipelined hierarchical"),
     )
     return b.build(size, topology=topology.shape_fingerprint, meta=meta, check=check)
 
@@ -841,6 +896,7 @@ def optcc(
     pipeline: bool | None = None,
     net_window: int | None = None,
     weighted_ring: bool | None = None,
+    hier_ring: bool | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -894,12 +950,22 @@ def optcc(
             piece ``k`` once the results of piece ``k − net_window`` are back (0 = off;
             default :func:`~resilientcc.schedules.hier_pipeline.default_net_window`,
             ``N + 2`` pieces of 16 MiB, up to :data:`PIPELINE_MAX_SERVERS` servers; off
-            above, where it measured worse). Ignored by the other variants.
+            above, where it measured worse). The hierarchical ring holds the straggler's
+            partials back the same way (default ``N + 2`` pieces of 16 MiB on any number
+            of servers). Ignored by the other variants.
         weighted_ring: Balance's rings with the straggler's ring neighbours owning
             larger segments (:mod:`~resilientcc.schedules.weighted_ring`). Default: on
             above :data:`PIPELINE_MAX_SERVERS` servers with exactly one degraded server
-            that keeps more than 3/4 of the bandwidth (1 GiB, 16 × 8 GPUs, 1 NIC lost:
-            5.884 ms against 6.220 for the rings plus tail).
+            that keeps more than 3/4 of the bandwidth, where the hierarchical ring does
+            not run (1 GiB, 16 × 8 GPUs, 1 NIC lost: 5.884 ms against 6.220 for the
+            rings plus tail).
+        hier_ring: the hierarchical ring (:mod:`~resilientcc.schedules.hier_ring`;
+            ``pieces`` and ``net_window`` defaults as for ``pipeline``). Default: on
+            where one server is degraded, the pipelined schedule could run
+            (:func:`~resilientcc.schedules.hier_pipeline.pipeline_blocker`) and two
+            servers are healthy, if there are more than :data:`PIPELINE_MAX_SERVERS`
+            servers or the degraded one owns no shard (``β ≤ β*``); ``True`` asks for it
+            wherever it can run, ``False`` never.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -919,11 +985,17 @@ def optcc(
         raise ScheduleError(f"optcc: pieces must be a positive integer, got {pieces!r}")
     if net_window is not None and (not isinstance(net_window, int) or net_window < 0):
         raise ScheduleError(f"optcc: net_window must be a non-negative integer, got {net_window!r}")
-    if _use_pipeline(servers, pipeline, ring_fraction is not None or direct or bool(weighted_ring)):
-        return _pipelined(topology, servers, shares, size, pieces, check, net_window)
-    relief = _use_weighted_ring(
-        topology, servers, weighted_ring, ring_fraction is not None or direct or bool(pipeline)
+    others = ring_fraction is not None or direct
+    rings = _use_hier_ring(
+        servers, shares, hier_ring, others or bool(weighted_ring) or bool(pipeline)
     )
+    if not rings and _use_pipeline(
+        servers, pipeline, others or bool(weighted_ring) or bool(hier_ring)
+    ):
+        return _layered(topology, servers, shares, size, pieces, check, net_window, rings=False)
+    if rings:
+        return _layered(topology, servers, shares, size, pieces, check, net_window, rings=True)
+    relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
     if relief is not None:
         base = weighted_ring_schedule(topology, size, relief[0], relief[1], check=check)
         return replace(

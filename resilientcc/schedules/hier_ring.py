@@ -1,0 +1,225 @@
+"""OptCC's hierarchical ring: the pipelined hierarchical schedule with rings between servers.
+
+The pipelined hierarchical schedule (:mod:`~resilientcc.schedules.hier_pipeline`) crosses
+the network in one hop: every server sends its partial of every shard straight to the
+shard's owner. Its transfers and concurrent flows grow as ``N²`` per NIC, and on 16
+servers it measured 6.97 ms (1 GiB, 2 or 4 of 8 NICs lost on one server, 32 pieces,
+2.4 million transfers, ten minutes to simulate). Here the healthy servers instead run,
+for each rail's part of each piece, a ring reduce-scatter and a ring all-gather among
+themselves (NCCL's hierarchical ring, one flow per NIC and direction), and the degraded
+server ``d`` is *decoupled*: it owns nothing, sends its partial of every shard straight
+to the shard's owner (before the ring's last step adds into it) and gets the result
+straight back as soon as the ring's reduce-scatter has ended there. Per piece:
+
+1. **intra-server reduce-scatter** (ring over NVLink, :func:`~resilientcc.schedules.
+   hier_pipeline.ring_order`): each rail's part ends, summed over the server, on the
+   GPU of that rail (on ``d``: a GPU whose NIC is alive, see the classes below);
+2. ``d`` **sends** each shard's partial to the owner's GPU on that rail (rail of ``d``'s
+   NIC; PXN inside the owner where the rails differ);
+3. **ring reduce-scatter** among the healthy servers on the rail; its last step lands on
+   the owner, after ``d``'s partial;
+4. the owner **returns** the result to ``d``; **ring all-gather** among the healthy
+   servers (its own connection, so the next piece's reduce-scatter is not queued behind);
+5. **intra-server all-gather** (NVLink).
+
+Bytes: a healthy server sends and receives ``(2(N_h − 1) + 1)/N_h · M`` with ``N_h =
+N − 1`` healthy servers (the same as the one-hop exchange with ``d`` owning nothing: the
+bound's water-filling when ``β ≤ β*``, and less than a flat ring's ``2(p − 1)/p · M``
+otherwise), ``d`` sends and receives ``M``. The rails' parts are sized by
+:func:`~resilientcc.schedules.hier_pipeline.class_sizes` (every healthy NIC loaded
+alike, the rails dead on ``d`` up to ``d``'s per-NIC time). A rail dead on ``d`` is one
+class (not one per alive rail of ``d``): the owners' shards of it reach ``d`` on ``d``'s
+alive rails in turn, which keeps the chunks per piece at ``G · N_h``.
+
+Order: the ids follow estimated times in which a ring step takes ``spacing`` times its
+latency plus its bytes' time, so that every connection interleaves the ring steps of
+the pieces in flight instead of idling for a latency at every step of one piece (8 × 8
+GPUs, 4 NICs lost, 1 GiB: 6.81 ms with the steps of each piece together, 5.83 with
+``spacing = 2``; 3 is the default). Two windows hold ``d``'s traffic in step with the
+pieces: its partials of piece ``k`` wait for its results of piece ``k − net_window``, as
+in the pipelined schedule, and for its partials of piece ``k − egress_window`` (each
+shard goes to another owner over its own connection, so without it ``d``'s NICs are
+shared among all the pieces that are ready and the first results come back late: 16 × 8
+GPUs, 4 NICs lost, ``egress_window`` 0 / 1 / 2 / 3: 5.950 / 6.875 / 5.783 / 5.784 ms;
+one piece leaves a latency gap between pieces).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+from resilientcc.errors import ScheduleError
+from resilientcc.schedules._build import NET_LAT, NVL_LAT, Builder, ServerInfo
+from resilientcc.schedules.hier_pipeline import PipeClass, class_sizes, ring_order
+from resilientcc.schedules.ir import COPY, REDUCE
+
+__all__ = ["DEFAULT_EGRESS_WINDOW", "DEFAULT_SPACING", "hier_ring", "hier_ring_classes"]
+
+#: a ring step's slot in the id order, in units of (latency + bytes' time) of the step
+DEFAULT_SPACING = 3.0
+#: the straggler's partials of piece ``k`` wait for its partials of piece ``k − 2``
+DEFAULT_EGRESS_WINDOW = 2
+
+_NIC_BW = 50e9  # ordering estimates only (the simulator is the clock)
+_NVL_BW = 450e9
+
+
+def hier_ring_classes(servers: Sequence[ServerInfo]) -> list[PipeClass]:
+    """The rails' parts of a piece: one class per rail (``rail_d = −1``: dead on ``d``).
+
+    >>> from resilientcc.topology import hierarchical, fail_nics
+    >>> from resilientcc.schedules._build import server_view
+    >>> cls = hier_ring_classes(server_view(fail_nics(hierarchical(4, 8), 0, 4)))
+    >>> tuple((c.rail, c.rail_d, str(c.size)) for c in cls if c.rail in (0, 7))
+    ((7, 7, '1/16'), (0, -1, '3/16'))
+    """
+    g = servers[0].nics
+    degraded = [sv for sv in servers if not sv.healthy]
+    if not degraded:
+        return [PipeClass(c, c, Fraction(1, g)) for c in range(g)]
+    d = degraded[0]
+    dead = [q for q in range(g) if q not in d.alive]
+    w_h = Fraction(1, len(servers) - 1)
+    big, small = class_sizes(g, dead, len(servers), w_h, Fraction(0))
+    a = len(d.alive)
+    out = [PipeClass(c, c, big) for c in d.alive]
+    if small > 0:
+        out += [PipeClass(q, -1, small * a) for q in dead]
+    return out
+
+
+def hier_ring(
+    b: Builder,
+    servers: Sequence[ServerInfo],
+    pieces: int,
+    size: Fraction,
+    *,
+    net_window: int = 0,
+    spacing: float = DEFAULT_SPACING,
+    egress_window: int = DEFAULT_EGRESS_WINDOW,
+) -> list[PipeClass]:
+    """Add the hierarchical ring AllReduce of the whole buffer to ``b`` (see the module docs).
+
+    ``servers`` must pass :func:`~resilientcc.schedules.hier_pipeline.pipeline_blocker`
+    and have at least two healthy ones; ``size`` (bytes) only scales the ordering
+    estimates. ``net_window`` and ``egress_window`` (in pieces, 0 = off) hold the
+    straggler's partials back; ``spacing`` sets the id order. Returns the classes of every
+    piece.
+    """
+    g = servers[0].nics
+    degraded = next((sv for sv in servers if not sv.healthy), None)
+    d = degraded.index if degraded is not None else -1
+    owners = [sv.index for sv in servers if sv.index != d]
+    if len(owners) < 2:
+        raise ScheduleError("optcc: the hierarchical ring needs two healthy servers")
+    no = len(owners)
+    alive_d = list(degraded.alive) if degraded is not None else []
+    dead_d = [q for q in range(g) if q not in alive_d]
+    classes = hier_ring_classes(servers)
+    piece = Fraction(1, pieces)
+    nbytes = float(size)
+
+    def rail_of(cl: PipeClass, s: int, t: int) -> int:
+        """The rail on which ``d`` (``s``) exchanges owner ``t``'s shard of ``cl``."""
+        if s != d:
+            return cl.rail
+        if cl.rail_d >= 0:
+            return cl.rail_d
+        # the dead rails' shards, owner by owner, dealt over d's alive rails in turn
+        return alive_d[(dead_d.index(cl.rail) * no + owners.index(t)) % len(alive_d)]
+
+    def gpu(s: int, cl: PipeClass, t: int) -> int:
+        return servers[s].ranks[servers[s].nic_gpu[rail_of(cl, s, t)]]
+
+    local_rings = {
+        sv.index: [
+            sv.ranks[x]
+            for x in ring_order(g, [sv.nic_gpu[q] for q in range(g) if q not in sv.alive])
+        ]
+        for sv in servers
+    }
+    position = {s: {r: i for i, r in enumerate(ring)} for s, ring in local_rings.items()}
+    # estimated seconds: a piece's healthy-NIC time, an NVLink ring step, a network ring step
+    per_piece = nbytes / pieces * (2 * no - 1) / no / g / _NIC_BW
+    nvl_step = NVL_LAT + nbytes / pieces / g / _NVL_BW
+    returns_into: dict[tuple[int, int], list[int]] = {}
+    sent_from: dict[tuple[int, int], list[int]] = {}
+    b.order_by_release = True
+    for k in range(pieces):
+        t0 = k * per_piece
+        chunk = {
+            (i, t): b.chunk(piece * cl.size / no) for i, cl in enumerate(classes) for t in owners
+        }
+        groups: dict[int, list[list[int]]] = {s: [[] for _ in range(g)] for s in local_rings}
+        for (i, t), c in chunk.items():
+            for s in local_rings:
+                groups[s][position[s][gpu(s, classes[i], t)]].append(c)
+        for s, ring in local_rings.items():
+            b.ring_reduce_scatter(ring, groups[s], 0, release=t0, step_release=nvl_step)
+        t_net = t0 + (g - 1) * nvl_step
+        net_step = {
+            i: spacing * (NET_LAT + float(piece * cl.size / no) * nbytes / _NIC_BW)
+            for i, cl in enumerate(classes)
+        }
+        for i, cl in enumerate(classes):
+            ring = [gpu(t, cl, t) for t in owners]
+            step = net_step[i]
+            if d >= 0:
+                for t in owners:
+                    src = gpu(d, cl, t)
+                    deps = list(returns_into.get((k - net_window, src), ()) if net_window else ())
+                    if egress_window:
+                        deps += sent_from.get((k - egress_window, src), ())
+                    tid = b.add(
+                        src,
+                        gpu(t, cl, t),
+                        chunk[(i, t)],
+                        REDUCE,
+                        rail_of(cl, d, t),
+                        net=True,
+                        deps=deps,
+                        release=t_net,
+                    )
+                    sent_from.setdefault((k, src), []).append(tid)
+            for j in range(no - 1):
+                for q in range(no):
+                    c = chunk[(i, owners[(q - j - 1) % no])]
+                    b.add(
+                        ring[q],
+                        ring[(q + 1) % no],
+                        c,
+                        REDUCE,
+                        cl.rail,
+                        net=True,
+                        release=t_net + j * step,
+                    )
+            if d >= 0:
+                for t in owners:
+                    dst = gpu(d, cl, t)
+                    tid = b.add(
+                        gpu(t, cl, t),
+                        dst,
+                        chunk[(i, t)],
+                        COPY,
+                        rail_of(cl, d, t) + g,
+                        net=True,
+                        release=t_net + (no - 1) * step,
+                    )
+                    returns_into.setdefault((k, dst), []).append(tid)
+            for j in range(no - 1):
+                for q in range(no):
+                    c = chunk[(i, owners[(q - j) % no])]
+                    b.add(
+                        ring[q],
+                        ring[(q + 1) % no],
+                        c,
+                        COPY,
+                        cl.rail + g,
+                        net=True,
+                        release=t_net + (no - 1 + j) * step,
+                    )
+        t_ag = t_net + 2 * (no - 1) * max(net_step.values())
+        for s, ring in local_rings.items():
+            b.ring_all_gather(ring, groups[s], 1, release=t_ag, step_release=nvl_step)
+    return classes

@@ -1,0 +1,171 @@
+"""The hierarchical ring: an exact AllReduce, the decoupled straggler's bytes, OptCC's choice."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_hier_pipeline import _net_bytes  # tests/ is on sys.path (pytest's rootdir)
+
+from resilientcc.bounds import lower_bound
+from resilientcc.errors import ScheduleError
+from resilientcc.schedules import executor
+from resilientcc.schedules._build import Builder, server_view
+from resilientcc.schedules.balance import balance
+from resilientcc.schedules.hier_ring import hier_ring, hier_ring_classes
+from resilientcc.schedules.optcc import PIPELINE_MAX_SERVERS, optcc
+from resilientcc.sim import simulate
+from resilientcc.topology import fail_nics, hierarchical, scale_server_nics
+
+M = Fraction(2**30)
+
+
+def _build(topo, pieces: int, window: int = 0, *, check: bool = True):
+    b = Builder("hr", topo.num_ranks)
+    hier_ring(b, server_view(topo), pieces, M, net_window=window)
+    return b.build(M, topology=topo.shape_fingerprint, check=check)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    servers=st.integers(3, 5),
+    gpus=st.sampled_from([2, 4, 8]),
+    data=st.data(),
+    pieces=st.integers(1, 3),
+    window=st.integers(0, 2),
+)
+def test_is_an_allreduce(servers: int, gpus: int, data, pieces: int, window: int) -> None:
+    """Every rank ends with every contribution exactly once (the exact executor), any failure."""
+    lost = data.draw(st.integers(0, gpus - 1), label="lost")
+    straggler = data.draw(st.integers(0, servers - 1), label="straggler")
+    topo = hierarchical(servers, gpus)
+    if lost:
+        topo = fail_nics(topo, straggler, lost)
+    sched = _build(topo, pieces, window, check=False)
+    executor.check(sched)
+
+
+@pytest.mark.parametrize(
+    ("servers", "gpus", "lost"), [(3, 4, 0), (4, 4, 1), (5, 8, 2), (4, 8, 4), (6, 4, 3)]
+)
+def test_bytes_decouple_the_straggler(servers: int, gpus: int, lost: int) -> None:
+    """A healthy server moves ``(2(N_h − 1) + 1)/N_h · M`` each way, the straggler ``M``.
+
+    The straggler's dead NICs carry nothing; where the dead rails' shards deal out evenly
+    over its alive rails, each alive NIC carries ``M / a``.
+    """
+    topo = hierarchical(servers, gpus)
+    if lost:
+        topo = fail_nics(topo, 0, lost)
+    out, inn = _net_bytes(_build(topo, 2, check=False), gpus)
+    nh = servers - 1 if lost else servers
+    healthy = Fraction(2 * (nh - 1) + (1 if lost else 0), nh)
+    for srv in range(1 if lost else 0, servers):
+        for tally in (out, inn):
+            assert sum(v for (x, _), v in tally.items() if x == srv) == healthy
+    if lost:
+        a = gpus - lost
+        for tally in (out, inn):
+            assert sum(v for (x, _), v in tally.items() if x == 0) == 1
+            assert all(tally[0, c] == 0 for c in range(lost))
+            if (lost * nh) % a == 0:
+                assert {tally[0, c] for c in range(lost, gpus)} == {Fraction(1, a)}
+
+
+def test_classes_cover_the_rails_once() -> None:
+    """One class per rail; the rails dead on the straggler (``rail_d = −1``) unless unloaded."""
+    for lost in range(8):
+        topo = fail_nics(hierarchical(4, 8), 0, lost) if lost else hierarchical(4, 8)
+        cls = hier_ring_classes(server_view(topo))
+        rails = sorted(c.rail for c in cls)
+        assert sum(c.size for c in cls) == 1
+        assert rails in (list(range(8)), list(range(lost, 8)))  # 7 lost: dead rails idle
+        assert all((c.rail_d == -1) == (c.rail < lost) for c in cls)
+    assert len(hier_ring_classes(server_view(fail_nics(hierarchical(4, 8), 0, 4)))) == 8
+
+
+def test_simulated_between_the_bound_and_balance() -> None:
+    """5 × 4 GPUs, half of one server's NICs lost, 256 MiB: sound, and faster than Balance."""
+    topo = fail_nics(hierarchical(5, 4), 0, 2)
+    size = Fraction(2**28)
+    sched = optcc(topo, size, hier_ring=True)
+    assert sched.meta_get("variant") == "hierarchical ring"
+    assert executor.execute(sched).ok
+    t = simulate(sched, topo).time_s
+    t_balance = simulate(balance(topo, size), topo).time_s
+    assert float(lower_bound(topo, size).seconds) <= t < t_balance
+
+
+def test_optcc_chooses_the_hierarchical_ring_above_eight_servers() -> None:
+    n = PIPELINE_MAX_SERVERS + 1
+    for lost in (1, 2, 3):
+        s = optcc(fail_nics(hierarchical(n, 4), 0, lost), M, pieces=1, check=False)
+        assert s.meta_get("variant") == "hierarchical ring"
+        assert s.meta_get("share_straggler") == "0"
+    # a straggler whose NICs are slow (not dead) cannot run it: the weighted ring does
+    slow = scale_server_nics(hierarchical(n, 2), 0, Fraction(7, 8))
+    assert optcc(slow, M, check=False).meta_get("variant") == "weighted ring"
+    # two degraded servers: neither
+    two = fail_nics(fail_nics(hierarchical(n, 2), 0, 1), 1, 1)
+    assert optcc(two, M, pieces=1, check=False).meta_get("variant") != "hierarchical ring"
+    # up to eight servers: the pipelined schedule where the straggler owns a share
+    # (β = 3/4 > β* = 3/5 on 4 servers), the hierarchical ring where it owns nothing
+    small = fail_nics(hierarchical(4, 4), 0, 1)
+    assert optcc(small, M, pieces=1).meta_get("variant") == "pipelined hierarchical"
+    assert optcc(small, M, pieces=1, hier_ring=True).meta_get("variant") == "hierarchical ring"
+    half = fail_nics(hierarchical(4, 4), 0, 2)
+    assert optcc(half, M, pieces=1).meta_get("variant") == "hierarchical ring"
+    assert optcc(half, M, pieces=1, hier_ring=False).meta_get("variant") == "pipelined hierarchical"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"hier_ring": "yes"}, "hier_ring must be"),
+        ({"hier_ring": True, "direct": True}, "cannot be combined"),
+        ({"hier_ring": True, "weighted_ring": True}, "cannot be combined"),
+        ({"hier_ring": True, "pipeline": True}, "cannot be combined"),
+    ],
+)
+def test_bad_hier_ring_options(kwargs, match) -> None:
+    with pytest.raises(ScheduleError, match=match):
+        optcc(fail_nics(hierarchical(3, 4), 0, 1), M, **kwargs)
+
+
+def test_hier_ring_asked_where_it_cannot_run() -> None:
+    two = fail_nics(fail_nics(hierarchical(4, 4), 0, 2), 1, 1)
+    with pytest.raises(ScheduleError, match="one degraded server at most"):
+        optcc(two, M, hier_ring=True)
+    with pytest.raises(ScheduleError, match="two healthy servers"):
+        optcc(fail_nics(hierarchical(2, 4), 0, 1), M, hier_ring=True)
+
+
+def test_doctests() -> None:
+    import doctest
+
+    import resilientcc.schedules.hier_ring as mod
+
+    assert doctest.testmod(mod).failed == 0
+
+
+@pytest.mark.parametrize("window", [0, 2])
+def test_straggler_egress_window(window: int) -> None:
+    """The straggler's partials of piece k depend on its partials of piece k − W (same GPU)."""
+    gpus = 4
+    topo = fail_nics(hierarchical(4, gpus), 0, 1)
+    b = Builder("hr", topo.num_ranks)
+    hier_ring(b, server_view(topo), 5, M, net_window=0, egress_window=window)
+    sched = b.build(M, topology=topo.shape_fingerprint, check=True)
+    per = len(sched.chunks) // 5
+    partials = [t for t in sched.transfers if t.src // gpus == 0 and t.dst // gpus != 0]
+    by_piece: dict[tuple[int, int], set[int]] = {}
+    for t in partials:
+        by_piece.setdefault((t.chunk // per, t.src), set()).add(t.id)
+    held = [
+        by_piece[(t.chunk // per - 2, t.src)] <= set(t.deps)
+        for t in partials
+        if t.chunk // per >= 2
+    ]
+    assert held and all(held) == (window == 2) and any(held) == (window == 2)
