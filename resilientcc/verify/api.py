@@ -84,7 +84,8 @@ def verify(
     for prop in PROPERTIES:
         if prop not in props:
             continue
-        left = None if timeout_s is None else max(0.001, timeout_s - deadline.elapsed())
+        # what is left of the one budget (≤ 0 once spent: the check then reports unknown)
+        left = None if timeout_s is None else timeout_s - deadline.elapsed()
         if prop == "deadlock_free":
             r = check_deadlock_free(schedule, timeout_s=left, graph=graph)
         elif prop == "race_free":
