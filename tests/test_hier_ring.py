@@ -14,7 +14,7 @@ from resilientcc.errors import ScheduleError
 from resilientcc.schedules import executor
 from resilientcc.schedules._build import Builder, server_view
 from resilientcc.schedules.balance import balance
-from resilientcc.schedules.hier_ring import hier_ring, hier_ring_classes
+from resilientcc.schedules.hier_ring import dealt_evenly, hier_ring, hier_ring_classes
 from resilientcc.schedules.optcc import PIPELINE_MAX_SERVERS, optcc
 from resilientcc.sim import simulate
 from resilientcc.topology import fail_nics, hierarchical, scale_server_nics
@@ -53,8 +53,7 @@ def test_is_an_allreduce(servers: int, gpus: int, data, pieces: int, window: int
 def test_bytes_decouple_the_straggler(servers: int, gpus: int, lost: int) -> None:
     """A healthy server moves ``(2(N_h − 1) + 1)/N_h · M`` each way, the straggler ``M``.
 
-    The straggler's dead NICs carry nothing; where the dead rails' shards deal out evenly
-    over its alive rails, each alive NIC carries ``M / a``.
+    The straggler's dead NICs carry nothing and each alive one carries ``M / a``.
     """
     topo = hierarchical(servers, gpus)
     if lost:
@@ -70,20 +69,26 @@ def test_bytes_decouple_the_straggler(servers: int, gpus: int, lost: int) -> Non
         for tally in (out, inn):
             assert sum(v for (x, _), v in tally.items() if x == 0) == 1
             assert all(tally[0, c] == 0 for c in range(lost))
-            if (lost * nh) % a == 0:
-                assert {tally[0, c] for c in range(lost, gpus)} == {Fraction(1, a)}
+            assert {tally[0, c] for c in range(lost, gpus)} == {Fraction(1, a)}
 
 
 def test_classes_cover_the_rails_once() -> None:
-    """One class per rail; the rails dead on the straggler (``rail_d = −1``) unless unloaded."""
+    """Alive rails: one class each. Dead rails: one class dealt over the alive rails
+    (``rail_d = −1``) where that is even, else one class per alive rail; none if unloaded."""
     for lost in range(8):
         topo = fail_nics(hierarchical(4, 8), 0, lost) if lost else hierarchical(4, 8)
         cls = hier_ring_classes(server_view(topo))
-        rails = sorted(c.rail for c in cls)
         assert sum(c.size for c in cls) == 1
-        assert rails in (list(range(8)), list(range(lost, 8)))  # 7 lost: dead rails idle
-        assert all((c.rail_d == -1) == (c.rail < lost) for c in cls)
+        assert len({(c.rail, c.rail_d) for c in cls}) == len(cls)
+        assert {c.rail for c in cls if c.rail == c.rail_d} == set(range(lost, 8))
+        dead = [c for c in cls if c.rail < lost]
+        dealt = dealt_evenly(lost, 8 - lost, 3)
+        assert all((c.rail_d == -1) == dealt for c in dead)
+        if dead:
+            per_rail = len(dead) // lost
+            assert per_rail == (1 if dealt else 8 - lost)
     assert len(hier_ring_classes(server_view(fail_nics(hierarchical(4, 8), 0, 4)))) == 8
+    assert len(hier_ring_classes(server_view(fail_nics(hierarchical(16, 8), 0, 1)))) == 14
 
 
 def test_simulated_between_the_bound_and_balance() -> None:

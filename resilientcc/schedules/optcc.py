@@ -103,7 +103,7 @@ that server is too slow to own a shard, ``β ≤ β*``). The
 pipelined hierarchical schedule with the network stage run as rings among the healthy
 servers (one flow per NIC and direction, not ``N²``), the straggler decoupled: it owns
 nothing, sends its partial of each shard straight to the owner and gets the result
-straight back. 1 GiB, 16 × 8 GPUs, 1 / 2 / 4 NICs lost: 5.863 / 5.756 / 5.783 ms,
+straight back. 1 GiB, 16 × 8 GPUs, 1 / 2 / 4 NICs lost: 5.600 / 5.602 / 5.783 ms,
 against 5.884 (weighted ring), 6.376 (rings plus tail) and 7.489 (direct); 4 and 8
 servers with 4 lost: 5.627 and 5.658 ms against the pipelined schedule's 5.685 and 5.815
 (but 8 servers, 2 lost, where the straggler owns a share there: 5.839 against 5.394).
