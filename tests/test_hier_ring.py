@@ -53,7 +53,10 @@ def test_is_an_allreduce(servers: int, gpus: int, data, pieces: int, window: int
 def test_bytes_decouple_the_straggler(servers: int, gpus: int, lost: int) -> None:
     """A healthy server moves ``(2(N_h − 1) + 1)/N_h · M`` each way, the straggler ``M``.
 
-    The straggler's dead NICs carry nothing and each alive one carries ``M / a``.
+    The straggler's dead NICs carry nothing and each alive one carries ``M / a``; on a
+    healthy server the rails alive on the straggler carry the same, and so do the dead
+    ones (dealing whole dead-rail shards to one NIC per owner would break this with 2 of
+    8 lost).
     """
     topo = hierarchical(servers, gpus)
     if lost:
@@ -64,6 +67,8 @@ def test_bytes_decouple_the_straggler(servers: int, gpus: int, lost: int) -> Non
     for srv in range(1 if lost else 0, servers):
         for tally in (out, inn):
             assert sum(v for (x, _), v in tally.items() if x == srv) == healthy
+            assert len({tally[srv, c] for c in range(lost, gpus)}) == 1
+            assert len({tally[srv, c] for c in range(lost)}) <= 1
     if lost:
         a = gpus - lost
         for tally in (out, inn):

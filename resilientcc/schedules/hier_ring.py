@@ -148,7 +148,8 @@ def hier_ring(
         raise ScheduleError("optcc: the hierarchical ring needs two healthy servers")
     no = len(owners)
     alive_d = list(degraded.alive) if degraded is not None else []
-    dead_d = [q for q in range(g) if q not in alive_d]
+    dead_pos = {q: j for j, q in enumerate(q for q in range(g) if q not in alive_d)}
+    owner_pos = {t: x for x, t in enumerate(owners)}
     classes = hier_ring_classes(servers)
     piece = Fraction(1, pieces)
     nbytes = float(size)
@@ -160,7 +161,7 @@ def hier_ring(
         if cl.rail_d >= 0:
             return cl.rail_d
         # the dead rails' shards, owner by owner, dealt over d's alive rails in turn
-        return alive_d[(dead_d.index(cl.rail) * no + owners.index(t)) % len(alive_d)]
+        return alive_d[(dead_pos[cl.rail] * no + owner_pos[t]) % len(alive_d)]
 
     def gpu(s: int, cl: PipeClass, t: int) -> int:
         return servers[s].ranks[servers[s].nic_gpu[rail_of(cl, s, t)]]
