@@ -78,6 +78,7 @@ __all__ = [
     "default_net_window",
     "default_pipeline_pieces",
     "hier_pipeline",
+    "nvlink_rings",
     "pipeline_blocker",
     "ring_order",
 ]
@@ -225,6 +226,19 @@ def ring_order(g: int, empty: Sequence[int]) -> list[int]:
     return out
 
 
+def nvlink_rings(servers: Sequence[ServerInfo]) -> dict[int, list[int]]:
+    """Each server's GPU ranks in NVLink ring order, its dead-rail GPUs spread (:func:`ring_order`)."""
+    return {
+        sv.index: [
+            sv.ranks[x]
+            for x in ring_order(
+                sv.nics, [sv.nic_gpu[q] for q in range(sv.nics) if q not in sv.alive]
+            )
+        ]
+        for sv in servers
+    }
+
+
 def _classes(
     servers: Sequence[ServerInfo], shares: Mapping[int, Fraction], d: ServerInfo | None
 ) -> list[PipeClass]:
@@ -265,18 +279,17 @@ def hier_pipeline(
     b.order_by_release = True
     piece = Fraction(1, pieces)
     # each server's ring (local GPUs); on ``d`` the dead-rail GPUs own nothing
-    rings = {
-        sv.index: ring_order(g, [sv.nic_gpu[q] for q in range(g) if q not in sv.alive])
-        for sv in servers
-    }
+    ring_ranks = nvlink_rings(servers)
 
     def local(s: int, cl: PipeClass) -> int:
         """The local GPU of server ``s`` that holds class ``cl`` between the rings."""
         return servers[s].nic_gpu[cl.rail_d if s == d else cl.rail]
 
-    ring_ranks = {sv.index: [sv.ranks[x] for x in rings[sv.index]] for sv in servers}
     # position in each server's ring of the GPU that holds each class (the same every piece)
-    slot = {s: [rings[s].index(local(s, cl)) for cl in classes] for s in ring_ranks}
+    slot = {
+        s: [ranks.index(servers[s].ranks[local(s, cl)]) for cl in classes]
+        for s, ranks in ring_ranks.items()
+    }
     # the returns into each GPU, per piece: its partials of piece k wait for those of k − W
     returns_into: dict[tuple[int, int], list[int]] = {}
 

@@ -55,7 +55,7 @@ from fractions import Fraction
 
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules._build import NET_LAT, NVL_LAT, Builder, ServerInfo
-from resilientcc.schedules.hier_pipeline import PipeClass, class_sizes, ring_order
+from resilientcc.schedules.hier_pipeline import PipeClass, class_sizes, nvlink_rings
 from resilientcc.schedules.ir import COPY, REDUCE
 
 __all__ = [
@@ -166,39 +166,35 @@ def hier_ring(
     def gpu(s: int, cl: PipeClass, t: int) -> int:
         return servers[s].ranks[servers[s].nic_gpu[rail_of(cl, s, t)]]
 
-    local_rings = {
-        sv.index: [
-            sv.ranks[x]
-            for x in ring_order(g, [sv.nic_gpu[q] for q in range(g) if q not in sv.alive])
-        ]
-        for sv in servers
-    }
+    local_rings = nvlink_rings(servers)
     position = {s: {r: i for i, r in enumerate(ring)} for s, ring in local_rings.items()}
-    # estimated seconds: a piece's healthy-NIC time, an NVLink ring step, a network ring step
+    keys = [(i, t) for i in range(len(classes)) for t in owners]
+    # the same every piece: where each shard sits in each server's NVLink ring, the
+    # owners' ring of each class, and the estimated seconds of a piece's healthy-NIC
+    # time, an NVLink ring step and each class's network ring step
+    slots = {s: [pos[gpu(s, classes[i], t)] for i, t in keys] for s, pos in position.items()}
+    members = [[gpu(t, cl, t) for t in owners] for cl in classes]
     per_piece = nbytes / pieces * (2 * no - 1) / no / g / _NIC_BW
     nvl_step = NVL_LAT + nbytes / pieces / g / _NVL_BW
+    net_step = [
+        spacing * (NET_LAT + float(piece * cl.size / no) * nbytes / _NIC_BW) for cl in classes
+    ]
     returns_into: dict[tuple[int, int], list[int]] = {}
     sent_from: dict[tuple[int, int], list[int]] = {}
     b.order_by_release = True
     for k in range(pieces):
         t0 = k * per_piece
-        chunk = {
-            (i, t): b.chunk(piece * cl.size / no) for i, cl in enumerate(classes) for t in owners
-        }
+        chunk = {(i, t): b.chunk(piece * classes[i].size / no) for i, t in keys}
         groups: dict[int, list[list[int]]] = {s: [[] for _ in range(g)] for s in local_rings}
-        for (i, t), c in chunk.items():
-            for s in local_rings:
-                groups[s][position[s][gpu(s, classes[i], t)]].append(c)
+        for s, slot in slots.items():
+            for key, x in zip(keys, slot, strict=True):
+                groups[s][x].append(chunk[key])
         for s, ring in local_rings.items():
             b.ring_reduce_scatter(ring, groups[s], 0, release=t0, step_release=nvl_step)
         t_net = t0 + (g - 1) * nvl_step
-        net_step = {
-            i: spacing * (NET_LAT + float(piece * cl.size / no) * nbytes / _NIC_BW)
-            for i, cl in enumerate(classes)
-        }
         for i, cl in enumerate(classes):
-            ring = [gpu(t, cl, t) for t in owners]
             step = net_step[i]
+            shards = [[chunk[(i, t)]] for t in owners]
             if d >= 0:
                 for t in owners:
                     src = gpu(d, cl, t)
@@ -216,18 +212,10 @@ def hier_ring(
                         release=t_net,
                     )
                     sent_from.setdefault((k, src), []).append(tid)
-            for j in range(no - 1):
-                for q in range(no):
-                    c = chunk[(i, owners[(q - j - 1) % no])]
-                    b.add(
-                        ring[q],
-                        ring[(q + 1) % no],
-                        c,
-                        REDUCE,
-                        cl.rail,
-                        net=True,
-                        release=t_net + j * step,
-                    )
+            b.ring_reduce_scatter(
+                members[i], shards, cl.rail, net=True, release=t_net, step_release=step
+            )
+            t_back = t_net + (no - 1) * step
             if d >= 0:
                 for t in owners:
                     dst = gpu(d, cl, t)
@@ -238,22 +226,13 @@ def hier_ring(
                         COPY,
                         rail_of(cl, d, t) + g,
                         net=True,
-                        release=t_net + (no - 1) * step,
+                        release=t_back,
                     )
                     returns_into.setdefault((k, dst), []).append(tid)
-            for j in range(no - 1):
-                for q in range(no):
-                    c = chunk[(i, owners[(q - j) % no])]
-                    b.add(
-                        ring[q],
-                        ring[(q + 1) % no],
-                        c,
-                        COPY,
-                        cl.rail + g,
-                        net=True,
-                        release=t_net + (no - 1 + j) * step,
-                    )
-        t_ag = t_net + 2 * (no - 1) * max(net_step.values())
+            b.ring_all_gather(
+                members[i], shards, cl.rail + g, net=True, release=t_back, step_release=step
+            )
+        t_ag = t_net + 2 * (no - 1) * max(net_step)
         for s, ring in local_rings.items():
             b.ring_all_gather(ring, groups[s], 1, release=t_ag, step_release=nvl_step)
     return classes
