@@ -121,7 +121,12 @@ def class_sizes(
     straggler's per-NIC time, ``a·b·2(N−2) w_h = 1/a`` (where that leaves ``A > 0``): the
     alive rails then carry less than the dead ones, and that slack absorbs ``d``'s
     flows, which take the healthy NICs' bandwidth at ``d``'s pace (1 GiB, 8 × 8 GPUs, 4
-    NICs lost, 64 pieces: 6.237 ms with the balanced sizes, 5.934 with these).
+    NICs lost, 64 pieces: 6.237 ms with the balanced sizes, 5.934 with these). Where
+    ``d``'s flows alone load an alive rail at least as much as the whole piece would
+    load the dead ones (``2a(N−2) ≤ L``: one rail alive on up to 5 servers, two on 3),
+    every part goes on the dead rails, ``A = 0``, which keeps them within ``d``'s per-NIC
+    time (the balanced sizes would be negative; putting everything on the alive rails,
+    as before, took 1.95 × the bound on 4 × 8 GPUs with 7 NICs lost).
 
     >>> class_sizes(8, [], 4, Fraction(1, 4), Fraction(1, 4))
     (Fraction(1, 8), Fraction(0, 1))
@@ -130,11 +135,17 @@ def class_sizes(
     (Fraction(2, 17), Fraction(3, 119), Fraction(1, 1))
     >>> class_sizes(8, [0, 1, 2, 3], 8, Fraction(1, 7), Fraction(0))  # b = 7/192, not 13/384
     (Fraction(5, 48), Fraction(7, 192))
+    >>> class_sizes(8, list(range(7)), 4, Fraction(1, 3), Fraction(0))  # 2a(N-2) = 4 <= 7
+    (Fraction(0, 1), Fraction(1, 7))
     """
     a = nics - len(dead)
     if not dead:
         return Fraction(1, nics), Fraction(0)
     num = 2 * a * (servers - 2) * w_healthy - len(dead) * (w_degraded + w_healthy)
+    if num <= 0 and w_degraded == 0 and servers > 2:
+        # so few rails alive on d that its traffic alone loads them as much as the whole
+        # piece would load the dead ones: everything goes on the dead rails
+        return Fraction(0), Fraction(1, len(dead) * a)
     if num <= 0:
         return Fraction(1, a), Fraction(0)
     ratio = num / (1 + (servers - 2) * w_healthy)  # A / b
@@ -249,7 +260,7 @@ def _classes(
     dead = [q for q in range(g) if q not in d.alive]
     w_h = max(shares[sv.index] for sv in servers if sv.healthy)
     big, small = class_sizes(g, dead, len(servers), w_h, shares[d.index])
-    out = [PipeClass(c, c, big) for c in alive]
+    out = [PipeClass(c, c, big) for c in alive] if big > 0 else []
     if small > 0:
         out += [PipeClass(q, c, small) for q in dead for c in alive]
     return out

@@ -93,7 +93,7 @@ def hier_ring_classes(servers: Sequence[ServerInfo]) -> list[PipeClass]:
     n_h = len(servers) - 1
     big, small = class_sizes(g, dead, len(servers), Fraction(1, n_h), Fraction(0))
     a = len(d.alive)
-    out = [PipeClass(c, c, big) for c in d.alive]
+    out = [PipeClass(c, c, big) for c in d.alive] if big > 0 else []
     if small > 0 and dealt_evenly(len(dead), a, n_h):
         out += [PipeClass(q, -1, small * a) for q in dead]
     elif small > 0:
