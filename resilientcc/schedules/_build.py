@@ -69,6 +69,8 @@ class ServerInfo:
         egress: total network egress (bytes/s).
         ingress: total network ingress (bytes/s).
         healthy: every NIC alive and at full (the cluster's maximum) capacity.
+        uniform_nics: its alive NICs all have the same egress and the same ingress
+            capacity.
     """
 
     index: int
@@ -80,6 +82,7 @@ class ServerInfo:
     egress: Fraction
     ingress: Fraction
     healthy: bool
+    uniform_nics: bool = True
 
     @property
     def bandwidth(self) -> Fraction:
@@ -123,7 +126,20 @@ def server_view(topo: Topology) -> list[ServerInfo]:
             name = gpus[0].name
             eg = sum((topo.links[i].capacity for i in topo.out_links[name]), Fraction(0))
             ing = sum((topo.links[i].capacity for i in topo.in_links[name]), Fraction(0))
-        out.append(ServerInfo(s, ranks, k, alive, nic_gpu, gpu_nic, eg, ing, False))
+        per_nic = {
+            tuple(
+                sum(
+                    (topo.links[i].capacity for i in ids if topo.links[i].kind == "network"),
+                    Fraction(0),
+                )
+                for ids in (topo.out_links[n.name], topo.in_links[n.name])
+            )
+            for n in nics
+            if not n.failed
+        }
+        out.append(
+            ServerInfo(s, ranks, k, alive, nic_gpu, gpu_nic, eg, ing, False, len(per_nic) <= 1)
+        )
     full = max((sv.bandwidth for sv in out), default=Fraction(0))
     return [
         ServerInfo(
@@ -136,6 +152,7 @@ def server_view(topo: Topology) -> list[ServerInfo]:
             sv.egress,
             sv.ingress,
             len(sv.alive) == sv.nics and sv.bandwidth == full,
+            sv.uniform_nics,
         )
         for sv in out
     ]

@@ -37,6 +37,12 @@ unchanged. The sizes of ``A`` and ``B`` make every NIC of a healthy server carry
 same load (:func:`class_sizes`); every alive NIC of ``d`` carries ``1/(G − L)`` of ``d``'s
 traffic, which the shares already make equal to a healthy server's time.
 
+**A server whose NICs are all slower** (alive, all at the same fraction ``β``): no rail
+is dead, every class is one rail's part, and only the shares (from the bound) see its
+bandwidth. :func:`pipeline_blocker` accepts one degraded server whose alive NICs are all
+at the same bandwidth (``ServerInfo.uniform_nics``); one NIC slower than its neighbours
+would need class sizes per NIC, so OptCC keeps its direct schedules there.
+
 It moves the bytes of the bound's water-filling: server ``s`` sends and receives
 ``(1 + (N−2) w_s) · M`` over the network, and every GPU ``2(G−1)/G · M`` over NVLink,
 plus the PXN hops of the ``B`` classes on the healthy servers and an uneven ring on
@@ -168,11 +174,8 @@ def pipeline_blocker(servers: Sequence[ServerInfo]) -> str | None:
     degraded = [sv for sv in servers if not sv.healthy]
     if len(degraded) > 1:
         return "one degraded server at most"
-    if degraded:
-        d = degraded[0]
-        full = max(sv.egress for sv in servers) / g
-        if not d.alive or d.egress != full * len(d.alive) or d.ingress != full * len(d.alive):
-            return "the degraded server's alive NICs at full bandwidth"
+    if degraded and not (degraded[0].alive and degraded[0].uniform_nics):
+        return "the degraded server's alive NICs all at the same bandwidth"
     return None
 
 

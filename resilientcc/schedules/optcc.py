@@ -72,7 +72,8 @@ of trees in flight per server so that early pieces are not slowed by later ones
 
 **Pipelined hierarchical** (:mod:`~resilientcc.schedules.hier_pipeline`; the default up
 to :data:`PIPELINE_MAX_SERVERS` servers with no degraded server, or one that has lost
-whole NICs and owns a shard; where it owns nothing the hierarchical ring below is). Intra-server ring
+whole NICs or whose NICs are all slowed alike, and owns a shard; where it owns nothing
+the hierarchical ring below is). Intra-server ring
 reduce-scatter, the one-hop network exchange with the same shares, and a ring
 all-gather, pipelined over up to 64 pieces so that
 NVLink and the NICs are busy at once (1 GiB, 4 × 8 GPUs: 4.243 ms without failures,
@@ -98,8 +99,9 @@ NICs lost: 5.635 → 5.627 and 5.994 → 5.867 ms at 1 GiB, 1.554 → 1.471 and 
 ms at 256 MiB; with ``pipeline=False`` there, the pipelined variant being the default).
 
 **Hierarchical ring** (:mod:`~resilientcc.schedules.hier_ring`; the default where one
-server has lost whole NICs, above :data:`PIPELINE_MAX_SERVERS` servers and wherever
-that server is too slow to own a shard, ``β ≤ β*``). The
+server has lost whole NICs, above :data:`PIPELINE_MAX_SERVERS` servers, and wherever one
+degraded server, its NICs lost or all slowed alike, is too slow to own a shard,
+``β ≤ β*``). The
 pipelined hierarchical schedule with the network stage run as rings among the healthy
 servers (one flow per NIC and direction, not ``N²``), the straggler decoupled: it owns
 nothing, sends its partial of each shard straight to the owner and gets the result
@@ -107,6 +109,8 @@ straight back. 1 GiB, 16 × 8 GPUs, 1 / 2 / 4 NICs lost: 5.600 / 5.602 / 5.783 m
 against 5.884 (weighted ring), 6.376 (rings plus tail) and 7.489 (direct); 4 and 8
 servers with 4 lost: 5.627 and 5.658 ms against the pipelined schedule's 5.685 and 5.815
 (but 8 servers, 2 lost, where the straggler owns a share there: 5.839 against 5.394).
+A straggler whose NICs all run at half speed, 1 GiB: 5.589 ms on 4 servers and 5.764 on
+16 (1.04 and 1.07 × the bound), where the direct schedule took 6.587 and 7.118.
 
 **Weighted ring** (:mod:`~resilientcc.schedules.weighted_ring`; the default above
 :data:`PIPELINE_MAX_SERVERS` servers when the one degraded server keeps more than 3/4 of
@@ -691,9 +695,12 @@ def _use_hier_ring(
     # half the NICs lost, 4 / 8 servers: 5.627 / 5.658 ms against the pipelined 5.685 /
     # 5.815; with 2 lost on 8 servers, where it owns a share, 5.839 against 5.394)
     owns_nothing = any(not sv.healthy and shares[sv.index] == 0 for sv in servers)
-    if asked is False or (
-        asked is None and len(servers) <= PIPELINE_MAX_SERVERS and not owns_nothing
-    ):
+    # above eight servers a straggler that owns a share and whose NICs are all alive but
+    # slower keeps the weighted ring (16 x 8 GPUs, beta = 7/8, 1 GiB: 5.384 ms against
+    # the hierarchical ring's 5.580)
+    dead_nics = any(not sv.healthy and len(sv.alive) < sv.nics for sv in servers)
+    few = len(servers) <= PIPELINE_MAX_SERVERS or not dead_nics
+    if asked is False or (asked is None and few and not owns_nothing):
         return False
     blocker = pipeline_blocker(servers)
     if blocker is None and sum(1 for sv in servers if sv.healthy) < 2:
