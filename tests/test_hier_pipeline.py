@@ -9,9 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from resilientcc.bounds import lower_bound
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules import executor
 from resilientcc.schedules._build import Builder, server_view
+from resilientcc.schedules.balance import balance
 from resilientcc.schedules.hier_pipeline import (
     class_sizes,
     default_net_window,
@@ -24,26 +26,34 @@ from resilientcc.schedules.optcc import (
     balanced_shares,
     optcc,
 )
+from resilientcc.schedules.r2cc import r2cc_allreduce
+from resilientcc.sim import simulate
 from resilientcc.topology import fail_nics, hierarchical
 
 M = Fraction(2**30)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(n=st.integers(3, 8), g=st.integers(2, 8), data=st.data())
 def test_class_sizes_balance_the_healthy_nics(n, g, data):
-    lost = data.draw(st.integers(1, g - 1))
+    """With ``D`` degraded servers alike, the loads of a healthy server's NICs, counted per
+    class from who exchanges what with whom, are as :func:`class_sizes` promises."""
+    lost = data.draw(st.integers(1, g - 1), label="lost")
+    slow = data.draw(st.integers(1, n - 2), label="degraded servers")
     beta = Fraction(g - lost, g)
-    w = balanced_shares({0: beta, **{i: Fraction(1) for i in range(1, n)}})
+    w = balanced_shares({i: beta if i < slow else Fraction(1) for i in range(n)})
+    w_d, w_h = w[0], w[n - 1]
     a = g - lost
-    big, small = class_sizes(g, list(range(lost)), n, w[1], w[0])
+    big, small = class_sizes(g, list(range(lost)), n, w_h, w_d, slow)
     assert a * big + lost * a * small == 1 and big >= 0 and small >= 0
-    alive_load = big * (1 + (n - 2) * w[1]) + lost * small * (w[0] + w[1])
-    dead_load = a * small * 2 * (n - 2) * w[1]
+    alive_load = big * (1 + (n - 2) * w_h) + lost * small * slow * (w_d + w_h)
+    dead_load = a * small * 2 * (n - 1 - slow) * w_h
     if big == 0:  # decoupled, and the straggler's flows alone load an alive rail the most
-        assert w[0] == 0 and 2 * a * (n - 2) <= lost
-        assert dead_load <= alive_load <= Fraction(1, a)
-    elif small > 0 and w[0] > 0:
+        assert w_d == 0 and 2 * a * (n - 1 - slow) <= lost * slow
+        assert dead_load <= alive_load
+        if slow == 1:
+            assert alive_load <= Fraction(1, a)
+    elif small > 0 and w_d > 0:
         assert alive_load == dead_load
     elif small > 0:  # decoupled: dead rails at the straggler's per-NIC time, or balanced
         assert dead_load == Fraction(1, a) or alive_load == dead_load
@@ -152,8 +162,11 @@ def test_choice_of_variant():
         assert s.meta_get("share_straggler") == "0"
         direct = optcc(half, M, pieces=1, pipeline=False, hier_ring=False)
         assert direct.meta_get("variant") == "direct"
+    # several degraded servers: pipelined where they lost the same NICs, else direct
     two = fail_nics(fail_nics(hierarchical(4, 4), 0, 1), 1, 1)
-    assert optcc(two, M, pieces=1).meta_get("variant") == "direct"
+    assert optcc(two, M, pieces=1).meta_get("variant") == "pipelined hierarchical"
+    unlike = fail_nics(fail_nics(hierarchical(4, 4), 0, [0]), 1, [2])
+    assert optcc(unlike, M, pieces=1).meta_get("variant") == "direct"
     eight = fail_nics(hierarchical(PIPELINE_MAX_SERVERS, 4), 0, 1)
     assert optcc(eight, M, pieces=1).meta_get("variant") == "pipelined hierarchical"
     big = hierarchical(PIPELINE_MAX_SERVERS + 1, 2)
@@ -179,8 +192,11 @@ def test_bad_pipeline_options(kwargs, match):
 
 def test_pipeline_asked_where_it_cannot_run():
     two = fail_nics(fail_nics(hierarchical(4, 4), 0, 2), 1, 1)
-    with pytest.raises(ScheduleError, match="one degraded server at most"):
+    with pytest.raises(ScheduleError, match="degraded servers' NICs alike"):
         optcc(two, M, pipeline=True)
+    alike = fail_nics(fail_nics(hierarchical(4, 4), 0, 2), 1, 2)
+    with pytest.raises(ScheduleError, match="hier_ring needs one degraded server at most"):
+        optcc(alike, M, hier_ring=True)
 
 
 def test_decoupled_pipeline_simulates_above_the_bound():
@@ -269,3 +285,43 @@ def test_doctests(module):
     import importlib
 
     assert doctest.testmod(importlib.import_module(module)).failed == 0
+
+
+@pytest.mark.parametrize(
+    ("servers", "gpus", "slow", "lost"), [(4, 4, 2, 1), (5, 8, 2, 2), (6, 4, 3, 1), (4, 8, 2, 4)]
+)
+def test_several_degraded_servers_alike(servers, gpus, slow, lost):
+    """``slow`` servers that lost the same NICs: the pipelined schedule (the exact executor
+    checks it), every server moving ``(1 + (N−2) w_s)·M`` each way, nothing on a dead NIC,
+    and, where they own a share, every NIC of a healthy server loaded alike."""
+    topo = hierarchical(servers, gpus)
+    for srv in range(slow):
+        topo = fail_nics(topo, srv, lost)
+    s = optcc(topo, M, pieces=2)
+    assert s.meta_get("variant") == "pipelined hierarchical"
+    beta = Fraction(gpus - lost, gpus)
+    w = balanced_shares({i: beta if i < slow else Fraction(1) for i in range(servers)})
+    out, inn = _net_bytes(s, gpus)
+    for srv in range(servers):
+        want = 1 + (servers - 2) * w[srv]
+        assert sum(v for (x, _), v in out.items() if x == srv) == want
+        assert sum(v for (x, _), v in inn.items() if x == srv) == want
+        if srv < slow:
+            assert all(out[srv, c] == 0 and inn[srv, c] == 0 for c in range(lost))
+        elif w[0] > 0:
+            assert len({out[srv, c] for c in range(gpus)} | {inn[srv, c] for c in range(gpus)}) == 1
+
+
+def test_two_degraded_servers_beat_balance_and_r2cc():
+    """4 × 8 GPUs, servers 0 and 1 each lost 1 of 8 NICs, 256 MiB: within 25 % of the bound
+    and faster than Balance and R2CC (the direct schedule OptCC ran before: 1.46 × the
+    bound, slower than Balance's 1.42 ×; now 1.19 ×)."""
+    topo = fail_nics(fail_nics(hierarchical(4, 8), 0, 1), 1, 1)
+    size = Fraction(2**28)
+    sched = optcc(topo, size)
+    assert sched.meta_get("variant") == "pipelined hierarchical"
+    t = simulate(sched, topo).time_s
+    bound = float(lower_bound(topo, size).seconds)
+    assert bound <= t <= 1.25 * bound
+    assert t < simulate(balance(topo, size), topo).time_s
+    assert t < simulate(r2cc_allreduce(topo, size), topo).time_s

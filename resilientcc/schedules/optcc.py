@@ -702,7 +702,10 @@ def _use_hier_ring(
     few = len(servers) <= PIPELINE_MAX_SERVERS or not dead_nics
     if asked is False or (asked is None and few and not owns_nothing):
         return False
-    blocker = pipeline_blocker(servers)
+    if sum(1 for sv in servers if not sv.healthy) > 1:
+        blocker: str | None = "one degraded server at most"
+    else:
+        blocker = pipeline_blocker(servers)
     if blocker is None and sum(1 for sv in servers if sv.healthy) < 2:
         blocker = "two healthy servers"
     if asked:
@@ -950,8 +953,8 @@ def optcc(
         pipeline: the pipelined hierarchical schedule
             (:mod:`~resilientcc.schedules.hier_pipeline`; ``pieces`` default
             :func:`~resilientcc.schedules.hier_pipeline.default_pipeline_pieces`). Default:
-            on when it can run (at most one degraded server, its alive NICs at full
-            rate, one NIC per GPU) on up to :data:`PIPELINE_MAX_SERVERS` servers and neither ``ring_fraction`` nor ``direct`` is given; ``True`` asks for it on any
+            on when it can run (degraded servers alike, their alive NICs at one
+            bandwidth, one NIC per GPU) on up to :data:`PIPELINE_MAX_SERVERS` servers and neither ``ring_fraction`` nor ``direct`` is given; ``True`` asks for it on any
             number of servers (an error where it cannot run), ``False`` never.
         net_window: the pipelined schedule's credit window: a GPU sends its partials of
             piece ``k`` once the results of piece ``k − net_window`` are back (0 = off;
