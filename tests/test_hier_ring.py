@@ -7,6 +7,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from optcc_checks import assert_optcc_near_bound  # tests/ is on sys.path
 from test_hier_pipeline import _net_bytes  # tests/ is on sys.path (pytest's rootdir)
 
 from resilientcc.bounds import lower_bound
@@ -105,13 +106,7 @@ def test_one_nic_left_is_near_the_bound() -> None:
     the bound and faster than R2CC (it took 1.95 × the bound with every part on the one
     alive rail; 1.05 × now, R2CC 1.14 ×)."""
     topo = fail_nics(hierarchical(4, 8), 0, 7)
-    size = Fraction(2**28)
-    sched = optcc(topo, size)
-    assert sched.meta_get("variant") == "hierarchical ring"
-    t = simulate(sched, topo).time_s
-    bound = float(lower_bound(topo, size).seconds)
-    assert bound <= t <= 1.1 * bound
-    assert t < simulate(r2cc_allreduce(topo, size), topo).time_s
+    assert_optcc_near_bound(topo, Fraction(2**28), "hierarchical ring", 1.1, [r2cc_allreduce])
 
 
 def test_classes_cover_the_rails_once() -> None:
