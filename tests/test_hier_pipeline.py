@@ -276,7 +276,12 @@ def test_simulated_between_bound_and_the_other_variants():
 
 
 @pytest.mark.parametrize(
-    "module", ["resilientcc.schedules.hier_pipeline", "resilientcc.schedules.optcc"]
+    "module",
+    [
+        "resilientcc.schedules.hier_pipeline",
+        "resilientcc.schedules.optcc",
+        "resilientcc.schedules._build",
+    ],
 )
 def test_doctests(module):
     import doctest

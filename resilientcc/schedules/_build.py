@@ -22,7 +22,7 @@ form the generators share.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from resilientcc.errors import ScheduleError
@@ -43,6 +43,7 @@ __all__ = [
     "nic_ring_order",
     "nic_rings",
     "server_view",
+    "usable_view",
 ]
 
 #: generators skip the exact executor check above this many transfers (documented cap).
@@ -69,8 +70,8 @@ class ServerInfo:
         egress: total network egress (bytes/s).
         ingress: total network ingress (bytes/s).
         healthy: every NIC alive and at full (the cluster's maximum) capacity.
-        uniform_nics: its alive NICs all have the same egress and the same ingress
-            capacity.
+        nic_bw: for each NIC index, the smaller of its network egress and ingress
+            capacity (0 for a dead NIC); empty where unknown (switch models).
     """
 
     index: int
@@ -82,7 +83,12 @@ class ServerInfo:
     egress: Fraction
     ingress: Fraction
     healthy: bool
-    uniform_nics: bool = True
+    nic_bw: tuple[Fraction, ...] = ()
+
+    @property
+    def uniform_nics(self) -> bool:
+        """Whether its alive NICs all have the same bandwidth."""
+        return len({self.nic_bw[c] for c in self.alive} if self.nic_bw else ()) <= 1
 
     @property
     def bandwidth(self) -> Fraction:
@@ -126,8 +132,8 @@ def server_view(topo: Topology) -> list[ServerInfo]:
             name = gpus[0].name
             eg = sum((topo.links[i].capacity for i in topo.out_links[name]), Fraction(0))
             ing = sum((topo.links[i].capacity for i in topo.in_links[name]), Fraction(0))
-        per_nic = {
-            tuple(
+        nic_bw = tuple(
+            min(
                 sum(
                     (topo.links[i].capacity for i in ids if topo.links[i].kind == "network"),
                     Fraction(0),
@@ -135,11 +141,8 @@ def server_view(topo: Topology) -> list[ServerInfo]:
                 for ids in (topo.out_links[n.name], topo.in_links[n.name])
             )
             for n in nics
-            if not n.failed
-        }
-        out.append(
-            ServerInfo(s, ranks, k, alive, nic_gpu, gpu_nic, eg, ing, False, len(per_nic) <= 1)
         )
+        out.append(ServerInfo(s, ranks, k, alive, nic_gpu, gpu_nic, eg, ing, False, nic_bw))
     full = max((sv.bandwidth for sv in out), default=Fraction(0))
     return [
         ServerInfo(
@@ -152,10 +155,40 @@ def server_view(topo: Topology) -> list[ServerInfo]:
             sv.egress,
             sv.ingress,
             len(sv.alive) == sv.nics and sv.bandwidth == full,
-            sv.uniform_nics,
+            sv.nic_bw,
         )
         for sv in out
     ]
+
+
+def usable_view(servers: Sequence[ServerInfo]) -> list[ServerInfo]:
+    """The servers as a schedule should use them: on a server whose alive NICs differ in
+    bandwidth, only those at least as fast as a threshold ``τ``, each counted at ``τ``.
+
+    ``τ`` maximises ``τ ·`` (NICs at least that fast): one NIC at half speed among eight
+    is left out (7 NICs at full rate beat 8 at half), eight NICs at 0.9 and 1 are all
+    used at 0.9. A left-out NIC is treated as dead (its GPU reaches the network through
+    the others, PXN), so schedules built for dead or uniformly slow NICs apply; servers
+    whose alive NICs are alike, and healthy servers, are returned unchanged.
+
+    >>> from resilientcc.topology import degrade_link, hierarchical
+    >>> t = degrade_link(hierarchical(2, 4), "s0.nic1", "rail1", Fraction(1, 2))
+    >>> sv = usable_view(server_view(t))[0]
+    >>> sv.alive, sv.egress == 3 * sv.nic_bw[0], sv.uniform_nics
+    ((0, 2, 3), True, True)
+    """
+    out = []
+    for sv in servers:
+        if sv.healthy or sv.uniform_nics:
+            out.append(sv)
+            continue
+        speeds = sorted({sv.nic_bw[c] for c in sv.alive}, reverse=True)
+        tau = max(speeds, key=lambda x: x * sum(1 for c in sv.alive if sv.nic_bw[c] >= x))
+        used = tuple(c for c in sv.alive if sv.nic_bw[c] >= tau)
+        bw = tuple(tau if c in used else Fraction(0) for c in range(sv.nics))
+        total = tau * len(used)
+        out.append(replace(sv, alive=used, egress=total, ingress=total, nic_bw=bw))
+    return out
 
 
 def binomial_order(n: int) -> list[tuple[int, int]]:
