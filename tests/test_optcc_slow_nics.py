@@ -57,3 +57,20 @@ def test_one_slow_nic_is_left_out() -> None:
     assert on_s0 and all(t.channel % 8 != 1 for t in on_s0)
     rivals = (balance, r2cc_allreduce)
     assert_optcc_near_bound(topo, SIZE, "pipelined hierarchical", 1.25, rivals)
+
+
+def test_unlike_degraded_servers_seen_alike() -> None:
+    """Servers 0 and 1 of 4 × 8 GPUs lost NIC 0 and NIC 3: OptCC sees both without either
+    (the water-filling 7 % slower), runs the pipelined schedule and never uses NIC 0 or 3
+    of either (1.26 × the bound at 256 MiB; the direct schedule took 1.47 ×, Balance
+    1.66 ×, R2CC 1.63 ×). With 4 NICs per server the same losses would cost more than
+    ``ALIKE_SLACK`` and OptCC keeps the direct schedule."""
+    topo = fail_nics(fail_nics(hierarchical(4, 8), 0, [0]), 1, [3])
+    sched = optcc(topo, SIZE, pieces=2)
+    network = [t for t in sched.transfers if t.src // 8 != t.dst // 8]
+    degraded = [t for t in network if t.src // 8 < 2 or t.dst // 8 < 2]
+    assert degraded and all(t.channel % 8 not in (0, 3) for t in degraded)
+    rivals = (balance, r2cc_allreduce)
+    assert_optcc_near_bound(topo, SIZE, "pipelined hierarchical", 1.3, rivals)
+    small = fail_nics(fail_nics(hierarchical(4, 4), 0, [0]), 1, [3])
+    assert optcc(small, SIZE, pieces=1).meta_get("variant") == "direct"
