@@ -4,22 +4,20 @@ Usage: python benchmarks/bench_patterns.py [--servers 4] [--size 256MiB] [--patt
 
 For each pattern on N x 8 H100-class GPUs: the LP lower bound, the simulated times of
 balance, r2cc_allreduce and optcc, each as a ratio to the bound, and the variant OptCC
-chose. Patterns use the CLI's --fail forms (``S:K`` K NICs down, ``S:nic1,nic5`` those
-NICs down, ``S:x0.5`` all of S's NICs at half bandwidth) plus ``S:nicK@F`` (NIC K of
-server S, both directions, at fraction F of its bandwidth), comma-free lists joined
-with ``+``. The ratios of one row come from one run, side by side.
+chose. Patterns are the CLI's --fail forms (``S:K`` K NICs down, ``S:nic1,nic5`` those
+NICs down, ``S:x0.5`` all of S's NICs at half bandwidth, ``S:nic1x0.5`` one NIC at half
+bandwidth) joined with ``+``. The ratios of one row come from one run, side by side.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from fractions import Fraction
 
 from resilientcc.bounds import lower_bound
 from resilientcc.schedules.generators import generate
 from resilientcc.sim import simulate
-from resilientcc.topology import apply_fail_specs, degrade_link, hierarchical
+from resilientcc.topology import apply_fail_specs, hierarchical
 from resilientcc.topology.model import Topology
 from resilientcc.units import parse_size
 
@@ -33,8 +31,8 @@ PATTERNS = (
     "0:x7/8",
     "0:x1/2",
     "0:x1/8",
-    "0:nic1@1/2",
-    "0:nic1@1/2+0:nic2@1/2",
+    "0:nic1x1/2",
+    "0:nic1,nic2x1/2",
     "0:1+1:1",
     "0:4+1:4",
     "0:nic0+1:nic3",
@@ -46,17 +44,7 @@ ALGOS = ("balance", "r2cc_allreduce", "optcc")
 
 def build(servers: int, pattern: str) -> Topology:
     topo = hierarchical(servers, 8)
-    if pattern == "none":
-        return topo
-    for spec in pattern.split("+"):
-        if "@" in spec:
-            where, frac = spec.split("@")
-            server, nic = where.split(":")
-            k = int(nic.removeprefix("nic"))
-            topo = degrade_link(topo, f"s{server}.nic{k}", f"rail{k}", Fraction(frac))
-        else:
-            topo = apply_fail_specs(topo, [spec])
-    return topo
+    return topo if pattern == "none" else apply_fail_specs(topo, pattern.split("+"))
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from resilientcc.topology import (
     NIC,
     SWITCH,
     Link,
+    NicScale,
     Node,
     Topology,
     apply_fail_specs,
@@ -161,6 +162,26 @@ def test_fail_specs() -> None:
             parse_fail_spec(bad)
     t = apply_fail_specs(hierarchical(3, 8), ["0:4", "1:nic0,nic7", "2:x1/2"])
     assert [t.server_egress(s) for s in range(3)] == [200 * GB, 300 * GB, 200 * GB]
+
+
+def test_fail_spec_scales_some_nics() -> None:
+    """``S:nic1x0.5`` scales only NIC 1 of server S, both directions; bad NICs and
+    fractions are one-line errors."""
+    assert parse_fail_spec("0:nic1,nic5x1/4") == (0, NicScale((1, 5), Fraction(1, 4)))
+    t = apply_fail_specs(hierarchical(2, 8), ["0:nic1x1/2", "1:nic2"])
+    assert t.server_egress(0) == 375 * GB and t.server_ingress(0) == 375 * GB
+    caps = {(lk.src, lk.dst): lk.capacity for lk in t.links if lk.kind == "network"}
+    assert caps["s0.nic1", "rail1"] == caps["rail1", "s0.nic1"] == 25 * GB
+    assert caps["s0.nic0", "rail0"] == 50 * GB
+    for bad, err in (
+        ("0:nic1xabc", InputError),
+        ("0:nicXx1/2", InputError),
+        ("0:nic9x1/2", TopologyError),
+        ("0:nic1x2", TopologyError),
+        ("1:nic2x1/2", TopologyError),  # failed in the spec before
+    ):
+        with pytest.raises(err):
+            apply_fail_specs(hierarchical(2, 8), ["1:nic2", bad])
 
 
 # ------------------------------------------------------------------ JSON

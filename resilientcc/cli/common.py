@@ -55,8 +55,8 @@ FailOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--fail",
-        help="Failure SERVER:K (K NICs down), SERVER:nic1,nic5 (those NICs), or SERVER:x0.5 "
-        "(NIC bandwidth scaled). Repeatable.",
+        help="Failure SERVER:K (K NICs down), SERVER:nic1,nic5 (those NICs), SERVER:x0.5 "
+        "(NIC bandwidth scaled), or SERVER:nic1x0.5 (one NIC's bandwidth scaled). Repeatable.",
     ),
 ]
 TopologyFileOpt = Annotated[

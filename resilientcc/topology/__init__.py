@@ -12,6 +12,7 @@ from resilientcc.topology.builders import (
     uniform_switch,
 )
 from resilientcc.topology.failures import (
+    NicScale,
     apply_fail_specs,
     degrade_link,
     fail_nics,
@@ -36,6 +37,7 @@ __all__ = [
     "NIC",
     "SWITCH",
     "Link",
+    "NicScale",
     "Node",
     "Topology",
     "apply_fail_specs",

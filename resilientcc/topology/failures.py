@@ -11,6 +11,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
+from typing import NamedTuple
 
 from resilientcc.errors import InputError, TopologyError
 from resilientcc.topology.model import Topology
@@ -18,6 +19,7 @@ from resilientcc.topology.validate import validate
 from resilientcc.units import as_fraction
 
 __all__ = [
+    "NicScale",
     "apply_fail_specs",
     "degrade_link",
     "fail_nics",
@@ -108,38 +110,70 @@ def degrade_link(
     return validate(dataclasses.replace(topo, links=tuple(links), failures=(*topo.failures, rec)))
 
 
-def scale_server_nics(topo: Topology, server: int, beta: object) -> Topology:
-    """Scale every network link of a server's NICs by ``beta`` in (0, 1]."""
-    names = set(_server_nics(topo, server))
+def scale_server_nics(
+    topo: Topology, server: int, beta: object, nics: Iterable[int] | None = None
+) -> Topology:
+    """Scale the network links of a server's NICs (all, or those in ``nics``) by ``beta``
+    in (0, 1].
+
+    >>> from resilientcc.topology import hierarchical
+    >>> t = scale_server_nics(hierarchical(2, 8), 0, "1/2", nics=[1])
+    >>> t.server_egress(0) / t.server_egress(1), t.failures[-1]
+    (Fraction(15, 16), 'server 0: NIC 1 bandwidth x1/2')
+    """
+    names = _server_nics(topo, server)
     b = as_fraction(beta, "beta")
     if not 0 < b <= 1:
-        raise TopologyError(f"server {server}: beta must be in (0, 1], got {beta!r}")
+        raise TopologyError(f"server {server}: beta must be in (0, 1], got {b}")
+    which = "NIC"
+    if nics is not None:
+        idx = sorted(set(nics))
+        by_local = {n.local: n for n in topo.nics_of_server[server]}
+        for i in idx:
+            if i not in by_local:
+                raise TopologyError(f"server {server}: unknown NIC {i} (NICs 0..{len(names) - 1})")
+            if by_local[i].failed:
+                raise TopologyError(f"server {server}: NIC {i} is failed, it cannot be scaled")
+        names = tuple(by_local[i].name for i in idx)
+        which = f"NIC{'s' if len(idx) > 1 else ''} {','.join(map(str, idx))}"
+    chosen = set(names)
     links = tuple(
         dataclasses.replace(lk, capacity=lk.capacity * b)
-        if lk.kind == "network" and (lk.src in names or lk.dst in names)
+        if lk.kind == "network" and (lk.src in chosen or lk.dst in chosen)
         else lk
         for lk in topo.links
     )
-    rec = f"server {server}: NIC bandwidth x{b}"
+    rec = f"server {server}: {which} bandwidth x{b}"
     return validate(dataclasses.replace(topo, links=links, failures=(*topo.failures, rec)))
 
 
 _FAIL_RE = re.compile(r"^\s*(\d+)\s*:\s*(.+?)\s*$")
 
 
-def parse_fail_spec(spec: str) -> tuple[int, int | tuple[int, ...] | Fraction]:
+class NicScale(NamedTuple):
+    """Some NICs of a server (indices) at a fraction of their bandwidth."""
+
+    nics: tuple[int, ...]
+    beta: Fraction
+
+
+def parse_fail_spec(spec: str) -> tuple[int, int | tuple[int, ...] | Fraction | NicScale]:
     """Parse a ``--fail`` value.
 
     Forms: ``"S:K"`` (K NICs of server S down), ``"S:nic1,nic5"`` (those NICs down),
-    ``"S:x0.5"`` (server S's NIC bandwidth scaled to 0.5).
+    ``"S:x0.5"`` (server S's NIC bandwidth scaled to 0.5), ``"S:nic1x0.5"`` or
+    ``"S:nic1,nic5x0.5"`` (only those NICs scaled).
 
     >>> parse_fail_spec("0:4"), parse_fail_spec("2:nic1,nic3"), parse_fail_spec("1:x1/2")
     ((0, 4), (2, (1, 3)), (1, Fraction(1, 2)))
+    >>> parse_fail_spec("0:nic1x1/2")
+    (0, NicScale(nics=(1,), beta=Fraction(1, 2)))
     """
     m = _FAIL_RE.match(spec)
     if not m:
         raise InputError(
             f"--fail {spec!r}: expected SERVER:NICS, e.g. 0:4 or 0:nic1,nic5 or 0:x0.5"
+            " or 0:nic1x0.5"
         )
     server = int(m.group(1))
     rest = m.group(2)
@@ -147,6 +181,13 @@ def parse_fail_spec(spec: str) -> tuple[int, int | tuple[int, ...] | Fraction]:
         return server, as_fraction(rest[1:], f"--fail {spec!r}")
     if rest.isdigit():
         return server, int(rest)
+    if "x" in rest:
+        names, _, beta = rest.rpartition("x")
+        return server, NicScale(_nic_indices(spec, names), as_fraction(beta, f"--fail {spec!r}"))
+    return server, _nic_indices(spec, rest)
+
+
+def _nic_indices(spec: str, rest: str) -> tuple[int, ...]:
     parts = [p.strip() for p in rest.split(",")]
     idx = []
     for p in parts:
@@ -156,14 +197,16 @@ def parse_fail_spec(spec: str) -> tuple[int, int | tuple[int, ...] | Fraction]:
                 f"--fail {spec!r}: {p!r} is not a NIC name (expected nicN, e.g. 0:nic1,nic5)"
             )
         idx.append(int(mm.group(1)))
-    return server, tuple(idx)
+    return tuple(idx)
 
 
 def apply_fail_specs(topo: Topology, specs: Sequence[str]) -> Topology:
     """Apply several ``--fail`` values in order."""
     for spec in specs:
         server, what = parse_fail_spec(spec)
-        if isinstance(what, Fraction):
+        if isinstance(what, NicScale):
+            topo = scale_server_nics(topo, server, what.beta, nics=what.nics)
+        elif isinstance(what, Fraction):
             topo = scale_server_nics(topo, server, what)
         else:
             topo = fail_nics(topo, server, what)
