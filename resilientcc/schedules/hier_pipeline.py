@@ -40,16 +40,18 @@ traffic, which the shares already make equal to a healthy server's time.
 **A server whose NICs are all slower** (alive, all at the same fraction ``β``): no rail
 is dead, every class is one rail's part, and only the shares (from the bound) see its
 bandwidth. :func:`pipeline_blocker` accepts a degraded server whose alive NICs are all
-at the same bandwidth (``ServerInfo.uniform_nics``); one NIC slower than its neighbours
-would need class sizes per NIC, so OptCC keeps its direct schedules there.
+at the same bandwidth (``ServerInfo.uniform_nics``); where one NIC is slower than its
+neighbours OptCC first leaves it out if that pays
+(:func:`~resilientcc.schedules._build.usable_view`), else keeps its direct schedules.
 
 **Several degraded servers alike** (the same NICs dead, the same bandwidth): they share
 the classes, each keeps its parts of the dead rails on the GPUs of its alive rails, and
 every exchange with one of them uses the alive rail. :func:`class_sizes` counts their
-traffic ``D`` times (1 GiB / 256 MiB, 4 × 8 GPUs, two servers with 1 NIC lost each:
-1.19 × the bound at 256 MiB where the direct schedule took 1.46 ×; three of 6 servers
-with 1 lost: 1.19 × against 2.55 ×). Degraded servers that lost different NICs would
-need classes per pair of servers: OptCC keeps its direct schedule there.
+traffic ``D`` times (256 MiB, 4 × 8 GPUs, two servers with 1 NIC lost each: 1.19 ×
+the bound where the direct schedule took 1.46 ×; three of 6 servers with 1 lost: 1.19 ×
+against 2.55 ×). Degraded servers that lost different NICs would need classes per pair
+of servers: OptCC sees them alike where that costs little
+(:func:`~resilientcc.schedules.optcc.alike_view`), else keeps its direct schedule.
 
 It moves the bytes of the bound's water-filling: server ``s`` sends and receives
 ``(1 + (N−2) w_s) · M`` over the network, and every GPU ``2(G−1)/G · M`` over NVLink,
@@ -189,7 +191,7 @@ def pipeline_blocker(servers: Sequence[ServerInfo]) -> str | None:
     if any(len(sv.ranks) != g or sv.nics != g for sv in servers):
         return "the same number of GPUs on every server and one NIC per GPU"
     degraded = [sv for sv in servers if not sv.healthy]
-    if degraded and not (degraded[0].alive and degraded[0].uniform_nics):
+    if any(not (sv.alive and sv.uniform_nics) for sv in degraded):
         return "the degraded server's alive NICs all at the same bandwidth"
     d = degraded[0] if degraded else None
     if d is not None and any(
