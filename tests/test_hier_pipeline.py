@@ -171,6 +171,9 @@ def test_choice_of_variant():
     assert optcc(eight, M, pieces=1).meta_get("variant") == "pipelined hierarchical"
     big = hierarchical(PIPELINE_MAX_SERVERS + 1, 2)
     assert optcc(big, M, pieces=1).meta_get("variant") != "pipelined hierarchical"
+    # above eight servers too where several degraded servers leave only the direct one
+    two_big = fail_nics(fail_nics(hierarchical(PIPELINE_MAX_SERVERS + 1, 2), 0, 1), 1, 1)
+    assert optcc(two_big, M, pieces=1).meta_get("variant") == "pipelined hierarchical"
     assert optcc(big, M, pipeline=True, pieces=1).meta_get("variant") == "pipelined hierarchical"
 
 

@@ -749,7 +749,12 @@ def _use_pipeline(servers: Sequence[ServerInfo], asked: object, other: bool) -> 
     # where the straggler owns nothing (decoupled regime) the direct schedule was the
     # default below six servers until the credit window (1 GiB, 4 of 8 NICs lost, 3 / 4 / 5
     # servers: pipelined 5.643 / 5.685 / 5.694 ms against 6.334 / 5.887 / 6.112)
-    return not (other or blocker is not None or len(servers) > PIPELINE_MAX_SERVERS)
+    # above eight servers only where several degraded servers rule out the hierarchical
+    # and weighted rings and leave the direct schedule (16 x 8 GPUs, 1 NIC lost on each of
+    # two servers, 256 MiB: 1.361 x the bound against 2.211; Balance 1.466)
+    several = sum(1 for sv in servers if not sv.healthy) > 1
+    big = len(servers) > PIPELINE_MAX_SERVERS and not several
+    return not (other or blocker is not None or big)
 
 
 def _use_hier_ring(
@@ -1021,7 +1026,9 @@ def optcc(
             (:mod:`~resilientcc.schedules.hier_pipeline`; ``pieces`` default
             :func:`~resilientcc.schedules.hier_pipeline.default_pipeline_pieces`). Default:
             on when it can run (degraded servers alike, their alive NICs at one
-            bandwidth, one NIC per GPU) on up to :data:`PIPELINE_MAX_SERVERS` servers and neither ``ring_fraction`` nor ``direct`` is given; ``True`` asks for it on any
+            bandwidth, one NIC per GPU) on up to :data:`PIPELINE_MAX_SERVERS` servers (on
+            any number with several degraded servers) and neither ``ring_fraction`` nor
+            ``direct`` is given; ``True`` asks for it on any
             number of servers (an error where it cannot run), ``False`` never.
         net_window: the pipelined schedule's credit window: a GPU sends its partials of
             piece ``k`` once the results of piece ``k − net_window`` are back (0 = off;
