@@ -42,6 +42,7 @@ __all__ = [
     "common_rails",
     "nic_ring_order",
     "nic_rings",
+    "restricted",
     "server_view",
     "usable_view",
 ]
@@ -184,11 +185,15 @@ def usable_view(servers: Sequence[ServerInfo]) -> list[ServerInfo]:
             continue
         speeds = sorted({sv.nic_bw[c] for c in sv.alive}, reverse=True)
         tau = max(speeds, key=lambda x: x * sum(1 for c in sv.alive if sv.nic_bw[c] >= x))
-        used = tuple(c for c in sv.alive if sv.nic_bw[c] >= tau)
-        bw = tuple(tau if c in used else Fraction(0) for c in range(sv.nics))
-        total = tau * len(used)
-        out.append(replace(sv, alive=used, egress=total, ingress=total, nic_bw=bw))
+        out.append(restricted(sv, tuple(c for c in sv.alive if sv.nic_bw[c] >= tau), tau))
     return out
+
+
+def restricted(sv: ServerInfo, used: tuple[int, ...], bw: Fraction) -> ServerInfo:
+    """``sv`` seen with only the NICs ``used`` alive, each at bandwidth ``bw``."""
+    total = bw * len(used)
+    nic_bw = tuple(bw if c in used else Fraction(0) for c in range(sv.nics))
+    return replace(sv, alive=used, egress=total, ingress=total, nic_bw=nic_bw)
 
 
 def binomial_order(n: int) -> list[tuple[int, int]]:

@@ -193,10 +193,7 @@ def pipeline_blocker(servers: Sequence[ServerInfo]) -> str | None:
     degraded = [sv for sv in servers if not sv.healthy]
     if any(not (sv.alive and sv.uniform_nics) for sv in degraded):
         return "the degraded server's alive NICs all at the same bandwidth"
-    d = degraded[0] if degraded else None
-    if d is not None and any(
-        (sv.alive, sv.egress, sv.ingress) != (d.alive, d.egress, d.ingress) for sv in degraded
-    ):
+    if len({(sv.alive, sv.egress, sv.ingress) for sv in degraded}) > 1:
         return "the degraded servers' NICs alike (the same ones alive, at the same bandwidth)"
     return None
 

@@ -148,6 +148,7 @@ from resilientcc.schedules._build import (
     common_rails,
     generator_args,
     nic_rings,
+    restricted,
     server_view,
     usable_view,
 )
@@ -269,12 +270,7 @@ def alike_view(servers: Sequence[ServerInfo]) -> list[ServerInfo]:
     if not common or any(not sv.nic_bw for sv in slow):
         return list(servers)
     tau = min(sv.nic_bw[c] for sv in slow for c in common)
-    bw = tuple(tau if c in common else Fraction(0) for c in range(slow[0].nics))
-    total = tau * len(common)
-    view = [
-        sv if sv.healthy else replace(sv, alive=common, egress=total, ingress=total, nic_bw=bw)
-        for sv in servers
-    ]
+    view = [sv if sv.healthy else restricted(sv, common, tau) for sv in servers]
     before = water_filling_time({sv.index: sv.bandwidth for sv in servers})
     after = water_filling_time({sv.index: sv.bandwidth for sv in view})
     return view if after <= before * (1 + ALIKE_SLACK) else list(servers)

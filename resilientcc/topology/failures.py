@@ -39,6 +39,20 @@ def _server_nics(topo: Topology, server: int) -> tuple[str, ...]:
     return tuple(n.name for n in topo.nics_of_server[server])
 
 
+def _alive_nic_names(topo: Topology, server: int, idx: Iterable[int], verb: str) -> set[str]:
+    """Names of the NICs ``idx`` of ``server``, each known and alive (else one-line errors)."""
+    names = _server_nics(topo, server)
+    by_local = {n.local: n for n in topo.nics_of_server[server]}
+    out: set[str] = set()
+    for i in idx:
+        if i not in by_local:
+            raise TopologyError(f"server {server}: unknown NIC {i} (NICs 0..{len(names) - 1})")
+        if by_local[i].failed:
+            raise TopologyError(f"server {server}: NIC {i} is already failed, it cannot be {verb}")
+        out.add(by_local[i].name)
+    return out
+
+
 def fail_nics(topo: Topology, server: int, nics: int | Iterable[int]) -> Topology:
     """Take NICs of one server down.
 
@@ -71,14 +85,7 @@ def fail_nics(topo: Topology, server: int, nics: int | Iterable[int]) -> Topolog
         idx = sorted(set(nics))
     if not idx:
         return topo
-    by_local = {n.local: n for n in topo.nics_of_server[server]}
-    targets: set[str] = set()
-    for i in idx:
-        if i not in by_local:
-            raise TopologyError(f"server {server}: unknown NIC {i} (NICs 0..{len(names) - 1})")
-        if by_local[i].failed:
-            raise TopologyError(f"server {server}: NIC {i} is already failed")
-        targets.add(by_local[i].name)
+    targets = _alive_nic_names(topo, server, idx, "failed again")
     nodes = tuple(
         dataclasses.replace(n, failed=True) if n.name in targets else n for n in topo.nodes
     )
@@ -121,22 +128,15 @@ def scale_server_nics(
     >>> t.server_egress(0) / t.server_egress(1), t.failures[-1]
     (Fraction(15, 16), 'server 0: NIC 1 bandwidth x1/2')
     """
-    names = _server_nics(topo, server)
+    chosen = set(_server_nics(topo, server))
     b = as_fraction(beta, "beta")
     if not 0 < b <= 1:
         raise TopologyError(f"server {server}: beta must be in (0, 1], got {b}")
     which = "NIC"
     if nics is not None:
         idx = sorted(set(nics))
-        by_local = {n.local: n for n in topo.nics_of_server[server]}
-        for i in idx:
-            if i not in by_local:
-                raise TopologyError(f"server {server}: unknown NIC {i} (NICs 0..{len(names) - 1})")
-            if by_local[i].failed:
-                raise TopologyError(f"server {server}: NIC {i} is failed, it cannot be scaled")
-        names = tuple(by_local[i].name for i in idx)
+        chosen = _alive_nic_names(topo, server, idx, "scaled")
         which = f"NIC{'s' if len(idx) > 1 else ''} {','.join(map(str, idx))}"
-    chosen = set(names)
     links = tuple(
         dataclasses.replace(lk, capacity=lk.capacity * b)
         if lk.kind == "network" and (lk.src in chosen or lk.dst in chosen)
