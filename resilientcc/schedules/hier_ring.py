@@ -37,18 +37,22 @@ dead rails: ``14 · N_h`` with 1 of 8 NICs lost).
 Order: the ids follow estimated times in which a ring step takes ``spacing`` times its
 latency plus its bytes' time, so that every connection interleaves the ring steps of
 the pieces in flight instead of idling for a latency at every step of one piece (8 × 8
-GPUs, 4 NICs lost, 1 GiB: 6.81 ms with the steps of each piece together, 5.83 with
-``spacing = 2``; 3 is the default). Two windows hold ``d``'s traffic in step with the
-pieces: its partials of piece ``k`` wait for its results of piece ``k − net_window``, as
-in the pipelined schedule, and for its partials of piece ``k − egress_window`` (each
-shard goes to another owner over its own connection, so without it ``d``'s NICs are
-shared among all the pieces that are ready and the first results come back late: 16 × 8
-GPUs, 4 NICs lost, ``egress_window`` 0 / 1 / 2 / 3: 5.950 / 6.875 / 5.783 / 5.784 ms;
-one piece leaves a latency gap between pieces).
+GPUs, 4 NICs lost, 1 GiB, 96 pieces: ``spacing`` 1 / 1.5 / 2 / 2.5 / 3 took 6.463 /
+5.587 / 5.588 / 5.604 / 5.649 ms; 2 is the default, clear of the cliff below 1.5; an
+earlier version with 64 pieces took 6.81 ms with the steps of each piece together).
+Two windows hold ``d``'s traffic in step with the pieces: its partials of piece ``k``
+wait for its results of piece ``k − net_window``, as in the pipelined schedule, and for
+its partials of piece ``k − egress_window`` (each shard goes to another owner over its
+own connection, so without it ``d``'s NICs are shared among all the pieces that are
+ready and the first results come back late: 16 × 8 GPUs, 4 NICs lost, 64 pieces,
+spacing 3, ``egress_window`` 0 / 1 / 2 / 3: 5.950 / 6.875 / 5.783 / 5.784 ms; one piece
+leaves a latency gap between pieces). The pipeline depth comes from
+:func:`default_ring_pieces`: small pieces where the healthy ring has few hops.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from fractions import Fraction
@@ -59,17 +63,26 @@ from resilientcc.schedules.hier_pipeline import PipeClass, class_sizes, nvlink_r
 from resilientcc.schedules.ir import COPY, REDUCE
 
 __all__ = [
-    "DEFAULT_EGRESS_WINDOW",
     "DEFAULT_SPACING",
+    "EGRESS_WINDOW_BYTES",
+    "HOP_PIECE_BYTES",
+    "MAX_RING_PIECE_BYTES",
     "dealt_evenly",
+    "default_egress_window",
+    "default_ring_pieces",
     "hier_ring",
     "hier_ring_classes",
 ]
 
 #: a ring step's slot in the id order, in units of (latency + bytes' time) of the step
-DEFAULT_SPACING = 3.0
-#: the straggler's partials of piece ``k`` wait for its partials of piece ``k − 2``
-DEFAULT_EGRESS_WINDOW = 2
+DEFAULT_SPACING = 2.0
+#: the straggler's partials of piece ``k`` wait for its partials of piece ``k − W``, with
+#: ``W`` the pieces in this many bytes (at least 2; :func:`default_egress_window`)
+EGRESS_WINDOW_BYTES = 12 * 2**20
+#: pieces of :func:`default_ring_pieces`: this many bytes per ring hop, at most
+#: :data:`MAX_RING_PIECE_BYTES` (a 1 GiB buffer in 96 pieces)
+HOP_PIECE_BYTES = 2 * 2**20
+MAX_RING_PIECE_BYTES = Fraction(2**30, 96)
 
 _NIC_BW = 50e9  # ordering estimates only (the simulator is the clock)
 _NVL_BW = 450e9
@@ -101,6 +114,39 @@ def hier_ring_classes(servers: Sequence[ServerInfo]) -> list[PipeClass]:
     return out
 
 
+def default_ring_pieces(size: Fraction, servers: int) -> int:
+    """Pipeline depth of the hierarchical ring: pieces of 2 MiB per healthy ring hop, ≤ 32/3 MiB.
+
+    Few hops want small pieces (the straggler waits about one piece at each end), many
+    hops larger ones (every piece pays the ring's latency at every hop). Measured at 1
+    GiB with half the NICs of one server lost (spacing 2, :func:`default_egress_window`):
+    4 servers, 96 / 128 / 192 / 256 / 384 pieces: 5.584 / 5.560 / 5.524 / 5.524 / 5.518
+    ms; 8 servers, 64 / 96 / 128 / 192: 5.620 / 5.588 / 5.590 / 5.618; 16 servers, 64 /
+    96 / 128: 5.723 / 5.690 / 5.725. At 256 MiB on 4 servers 32 / 64 / 128 pieces took
+    1.533 / 1.498 / 1.482 ms.
+
+    >>> tuple(default_ring_pieces(Fraction(2**30), n) for n in (3, 4, 8, 16))
+    (512, 256, 96, 96)
+    >>> default_ring_pieces(Fraction(2**28), 4), default_ring_pieces(Fraction(2**20), 8)
+    (64, 2)
+    """
+    per_piece = min(Fraction(HOP_PIECE_BYTES * max(1, servers - 2)), MAX_RING_PIECE_BYTES)
+    return max(2, round(size / per_piece))
+
+
+def default_egress_window(size: Fraction, pieces: int) -> int:
+    """The straggler's egress window in pieces: those in :data:`EGRESS_WINDOW_BYTES`, at least 2.
+
+    One piece leaves a latency gap between pieces; a window counted in pieces becomes too
+    tight when pieces are small (4 × 8 GPUs, 4 NICs lost, 1 GiB, 256 pieces of 4 MiB:
+    ``W`` = 2 / 3 / 4 / 6 took 5.749 / 5.538 / 5.534 / 5.540 ms, spacing 3).
+
+    >>> default_egress_window(Fraction(2**30), 64), default_egress_window(Fraction(2**30), 256)
+    (2, 3)
+    """
+    return max(2, math.ceil(EGRESS_WINDOW_BYTES * pieces / size))
+
+
 def dealt_evenly(dead: int, alive: int, owners: int) -> bool:
     """Whether dealing the dead rails' shards over the alive rails loads every owner evenly.
 
@@ -130,16 +176,18 @@ def hier_ring(
     *,
     net_window: int = 0,
     spacing: float = DEFAULT_SPACING,
-    egress_window: int = DEFAULT_EGRESS_WINDOW,
+    egress_window: int | None = None,
 ) -> list[PipeClass]:
     """Add the hierarchical ring AllReduce of the whole buffer to ``b`` (see the module docs).
 
     ``servers`` must pass :func:`~resilientcc.schedules.hier_pipeline.pipeline_blocker`
-    and have at least two healthy ones; ``size`` (bytes) only scales the ordering
-    estimates. ``net_window`` and ``egress_window`` (in pieces, 0 = off) hold the
-    straggler's partials back; ``spacing`` sets the id order. Returns the classes of every
-    piece.
+    and have at least two healthy ones; ``size`` (bytes) scales the ordering estimates
+    and the default egress window. ``net_window`` and ``egress_window`` (in pieces, 0 = off) hold the
+    straggler's partials back (``egress_window`` default :func:`default_egress_window`);
+    ``spacing`` sets the id order. Returns the classes of every piece.
     """
+    if egress_window is None:
+        egress_window = default_egress_window(size, pieces)
     g = servers[0].nics
     degraded = next((sv for sv in servers if not sv.healthy), None)
     d = degraded.index if degraded is not None else -1

@@ -105,12 +105,15 @@ degraded server, its NICs lost or all slowed alike, is too slow to own a shard,
 pipelined hierarchical schedule with the network stage run as rings among the healthy
 servers (one flow per NIC and direction, not ``N²``), the straggler decoupled: it owns
 nothing, sends its partial of each shard straight to the owner and gets the result
-straight back. 1 GiB, 16 × 8 GPUs, 1 / 2 / 4 NICs lost: 5.600 / 5.602 / 5.783 ms,
+straight back. 1 GiB, 16 × 8 GPUs, 1 / 2 / 4 NICs lost: 5.591 / 5.577 / 5.690 ms,
 against 5.884 (weighted ring), 6.376 (rings plus tail) and 7.489 (direct); 4 and 8
-servers with 4 lost: 5.627 and 5.658 ms against the pipelined schedule's 5.685 and 5.815
+servers with 4 lost: 5.524 and 5.588 ms against the pipelined schedule's 5.685 and 5.815
 (but 8 servers, 2 lost, where the straggler owns a share there: 5.839 against 5.394).
-A straggler whose NICs all run at half speed, 1 GiB: 5.589 ms on 4 servers and 5.764 on
-16 (1.04 and 1.07 × the bound), where the direct schedule took 6.587 and 7.118.
+Its pipeline depth is :func:`~resilientcc.schedules.hier_ring.default_ring_pieces`
+(smaller pieces on fewer servers).
+A straggler whose NICs all run at half speed, 1 GiB: 5.515 ms on 4 servers (1.03 × the
+bound) and 5.764 on 16 (1.07 ×, 64 pieces and spacing 3), where the direct schedule took
+6.587 and 7.118.
 
 **Weighted ring** (:mod:`~resilientcc.schedules.weighted_ring`; the default above
 :data:`PIPELINE_MAX_SERVERS` servers when the one degraded server keeps more than 3/4 of
@@ -158,6 +161,7 @@ from resilientcc.schedules.hier_pipeline import (
     hier_pipeline,
     pipeline_blocker,
 )
+from resilientcc.schedules.hier_ring import default_ring_pieces
 from resilientcc.schedules.hier_ring import hier_ring as hier_ring_schedule
 from resilientcc.schedules.ir import COPY, REDUCE, Schedule
 from resilientcc.schedules.ring import ring
@@ -760,7 +764,7 @@ def _use_hier_ring(
     if asked is not None and not isinstance(asked, bool):
         raise ScheduleError(f"optcc: hier_ring must be true or false, got {asked!r}")
     # the default: above eight servers, or wherever the straggler owns nothing (1 GiB,
-    # half the NICs lost, 4 / 8 servers: 5.627 / 5.658 ms against the pipelined 5.685 /
+    # half the NICs lost, 4 / 8 servers: 5.524 / 5.588 ms against the pipelined 5.685 /
     # 5.815; with 2 lost on 8 servers, where it owns a share, 5.839 against 5.394)
     owns_nothing = any(not sv.healthy and shares[sv.index] == 0 for sv in servers)
     # above eight servers a straggler that owns a share and whose NICs are all alive but
@@ -846,7 +850,12 @@ def _layered(
 
     (:mod:`~resilientcc.schedules.hier_pipeline`, :mod:`~resilientcc.schedules.hier_ring`.)
     """
-    k = pieces if pieces is not None else default_pipeline_pieces(size)
+    if pieces is not None:
+        k = pieces
+    elif rings:
+        k = default_ring_pieces(size, len(servers))
+    else:
+        k = default_pipeline_pieces(size)
     if net_window is not None:
         w = net_window
     elif rings or len(servers) <= PIPELINE_MAX_SERVERS:
