@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from fractions import Fraction
 
 import pytest
@@ -18,12 +19,15 @@ from resilientcc.schedules.balance import balance
 from resilientcc.schedules.hier_ring import (
     EGRESS_WINDOW_BYTES,
     MAX_RING_PIECE_BYTES,
+    TWO_WAY_MIN_HEALTHY,
     dealt_evenly,
     default_egress_window,
     default_ring_pieces,
     hier_ring,
     hier_ring_classes,
+    two_way_pass,
 )
+from resilientcc.schedules.ir import COPY, REDUCE
 from resilientcc.schedules.optcc import PIPELINE_MAX_SERVERS, optcc
 from resilientcc.schedules.r2cc import r2cc_allreduce
 from resilientcc.sim import simulate
@@ -32,9 +36,9 @@ from resilientcc.topology import fail_nics, hierarchical, scale_server_nics
 M = Fraction(2**30)
 
 
-def _build(topo, pieces: int, window: int = 0, *, check: bool = True):
+def _build(topo, pieces: int, window: int = 0, *, check: bool = True, two_way=None):
     b = Builder("hr", topo.num_ranks)
-    hier_ring(b, server_view(topo), pieces, M, net_window=window)
+    hier_ring(b, server_view(topo), pieces, M, net_window=window, bidirectional=two_way)
     return b.build(M, topology=topo.shape_fingerprint, check=check)
 
 
@@ -45,16 +49,56 @@ def _build(topo, pieces: int, window: int = 0, *, check: bool = True):
     data=st.data(),
     pieces=st.integers(1, 3),
     window=st.integers(0, 2),
+    two_way=st.sampled_from([None, True, False]),
 )
-def test_is_an_allreduce(servers: int, gpus: int, data, pieces: int, window: int) -> None:
-    """Every rank ends with every contribution exactly once (the exact executor), any failure."""
+def test_is_an_allreduce(
+    servers: int, gpus: int, data, pieces: int, window: int, two_way: bool | None
+) -> None:
+    """Every rank ends with every contribution exactly once (the exact executor), any
+    failure, rings one way or both."""
     lost = data.draw(st.integers(0, gpus - 1), label="lost")
     straggler = data.draw(st.integers(0, servers - 1), label="straggler")
     topo = hierarchical(servers, gpus)
     if lost:
         topo = fail_nics(topo, straggler, lost)
-    sched = _build(topo, pieces, window, check=False)
+    sched = _build(topo, pieces, window, check=False, two_way=two_way)
     executor.check(sched)
+
+
+@pytest.mark.parametrize("n", range(2, 11))
+def test_two_way_pass_halves_the_hops(n: int) -> None:
+    """Both ways, a reduce-scatter then an all-gather is an AllReduce in ``⌈(n − 1)/2⌉``
+    steps each, every rank sending and receiving ``n − 1`` chunks per pass (a one-way
+    ring's bytes), and no chunk crossing more than ``⌈(n − 1)/2⌉`` hops in a row."""
+    b = Builder("two-way", n)
+    groups = [[b.chunk(Fraction(1, n))] for _ in range(n)]
+    ring = list(range(n))
+    steps = two_way_pass(b, ring, groups, 0, REDUCE, 0.0, 1.0)
+    assert steps == n // 2  # ⌈(n − 1)/2⌉
+    assert two_way_pass(b, ring, groups, 1, COPY, 0.0, 1.0) == steps
+    sched = b.build(Fraction(n), topology=None, check=True)
+    for op in (REDUCE, COPY):
+        sent = Counter(t.src for t in sched.transfers if t.op == op)
+        got = Counter(t.dst for t in sched.transfers if t.op == op)
+        assert set(sent.values()) == set(got.values()) == {n - 1}
+        assert all(abs(t.src - t.dst) in (1, n - 1) for t in sched.transfers)
+    # the longest dependency chain within one pass: at most ``steps`` transfers
+    depth: dict[int, int] = {}
+    for t in sched.transfers:  # ids follow program order within a pass
+        same = [depth[d] for d in t.deps if sched.by_id[d].op == t.op]
+        depth[t.id] = 1 + max(same, default=0)
+    assert max(depth.values()) <= steps + 1  # + 1: the owner adds its two chains in turn
+
+
+def test_rings_run_both_ways_from_eight_healthy_servers() -> None:
+    """The default is one-way up to 7 healthy servers and both ways from 8 on."""
+    for servers, two_way in ((8, False), (9, True)):
+        topo = fail_nics(hierarchical(servers, 2), 0, 1)
+        default = _build(topo, 1, check=False)
+        forced = _build(topo, 1, check=False, two_way=two_way)
+        other = _build(topo, 1, check=False, two_way=not two_way)
+        assert default.transfers == forced.transfers != other.transfers
+        assert servers - 1 >= TWO_WAY_MIN_HEALTHY or not two_way
 
 
 @pytest.mark.parametrize(
