@@ -19,6 +19,7 @@ from resilientcc.schedules.balance import balance
 from resilientcc.schedules.hier_ring import (
     EGRESS_WINDOW_BYTES,
     MAX_RING_PIECE_BYTES,
+    TWO_WAY_MIN_GPUS,
     TWO_WAY_MIN_HEALTHY,
     dealt_evenly,
     default_egress_window,
@@ -91,14 +92,15 @@ def test_two_way_pass_halves_the_hops(n: int) -> None:
 
 
 def test_rings_run_both_ways_from_eight_healthy_servers() -> None:
-    """The default is one-way up to 7 healthy servers and both ways from 8 on."""
-    for servers, two_way in ((8, False), (9, True)):
-        topo = fail_nics(hierarchical(servers, 2), 0, 1)
+    """The default is one-way up to 7 healthy servers or with 2 GPUs per server, and both
+    ways from 8 healthy servers of 4 GPUs on."""
+    for servers, gpus, two_way in ((8, 4, False), (9, 4, True), (9, 2, False)):
+        topo = fail_nics(hierarchical(servers, gpus), 0, 1)
         default = _build(topo, 1, check=False)
         forced = _build(topo, 1, check=False, two_way=two_way)
         other = _build(topo, 1, check=False, two_way=not two_way)
         assert default.transfers == forced.transfers != other.transfers
-        assert servers - 1 >= TWO_WAY_MIN_HEALTHY or not two_way
+        assert two_way == (servers - 1 >= TWO_WAY_MIN_HEALTHY and gpus >= TWO_WAY_MIN_GPUS)
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,10 @@ a piece crosses about half the hops, which shortens both ends of the pipeline: t
 straggler's first result and the all-gather after its last partial (1 GiB, half the NICs
 lost, 96 pieces: 10 servers 5.611 → 5.590 ms, 16 servers 5.690 → 5.613; on 8 servers
 5.588 → 5.596 and on 4 servers 5.524 → 5.557, where the owner's two chains, added in
-turn, cost more than the hops saved).
+turn, cost more than the hops saved). The owner's wait grows with the shards, which are
+largest with few GPUs per server: with 2 it did not pay either (12 × 2 GPUs, 1 of 2 NICs
+lost, 256 MiB, 32 pieces: 5.683 → 5.883 ms; 12 × 4 and 12 × 8 GPUs at 64 MiB, 16 pieces:
+0.901 → 0.858 and 0.686 → 0.562), hence :data:`TWO_WAY_MIN_GPUS`.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ __all__ = [
     "EGRESS_WINDOW_BYTES",
     "HOP_PIECE_BYTES",
     "MAX_RING_PIECE_BYTES",
+    "TWO_WAY_MIN_GPUS",
     "TWO_WAY_MIN_HEALTHY",
     "dealt_evenly",
     "default_egress_window",
@@ -91,8 +95,10 @@ DEFAULT_SPACING = 2.0
 #: the straggler's partials of piece ``k`` wait for its partials of piece ``k − W``, with
 #: ``W`` the pieces in this many bytes (at least 2; :func:`default_egress_window`)
 EGRESS_WINDOW_BYTES = 12 * 2**20
-#: from this many healthy servers on, the rings run both ways (:func:`two_way_pass`)
+#: from this many healthy servers on, with at least :data:`TWO_WAY_MIN_GPUS` GPUs per
+#: server, the rings run both ways (:func:`two_way_pass`)
 TWO_WAY_MIN_HEALTHY = 8
+TWO_WAY_MIN_GPUS = 4
 #: pieces of :func:`default_ring_pieces`: this many bytes per ring hop, at most
 #: :data:`MAX_RING_PIECE_BYTES` (a 1 GiB buffer in 96 pieces)
 HOP_PIECE_BYTES = 2 * 2**20
@@ -246,8 +252,8 @@ def hier_ring(
     and the default egress window. ``net_window`` and ``egress_window`` (in pieces, 0 = off) hold the
     straggler's partials back (``egress_window`` default :func:`default_egress_window`);
     ``spacing`` sets the id order; ``bidirectional`` runs the rings both ways (default:
-    from :data:`TWO_WAY_MIN_HEALTHY` healthy servers on). Returns the classes of every
-    piece.
+    from :data:`TWO_WAY_MIN_HEALTHY` healthy servers of :data:`TWO_WAY_MIN_GPUS` GPUs or
+    more on). Returns the classes of every piece.
     """
     if egress_window is None:
         egress_window = default_egress_window(size, pieces)
@@ -259,7 +265,7 @@ def hier_ring(
         raise ScheduleError("optcc: the hierarchical ring needs two healthy servers")
     no = len(owners)
     if bidirectional is None:
-        bidirectional = no >= TWO_WAY_MIN_HEALTHY
+        bidirectional = no >= TWO_WAY_MIN_HEALTHY and g >= TWO_WAY_MIN_GPUS
     alive_d = list(degraded.alive) if degraded is not None else []
     dead_pos = {q: j for j, q in enumerate(q for q in range(g) if q not in alive_d)}
     owner_pos = {t: x for x, t in enumerate(owners)}
