@@ -91,6 +91,22 @@ def test_two_way_pass_halves_the_hops(n: int) -> None:
     assert max(depth.values()) <= steps + 1  # + 1: the owner adds its two chains in turn
 
 
+def test_rings_both_ways_are_faster_on_many_servers() -> None:
+    """12 × 4 GPUs, half of one server's NICs lost, 64 MiB, 16 pieces: both ways beats one
+    way (0.858 against 0.901 ms), the same bytes in about half the hops; both above the
+    bound."""
+    topo = fail_nics(hierarchical(12, 4), 0, 2)
+    size = Fraction(2**26)
+    times = {}
+    for two_way in (False, True):
+        b = Builder("hr", topo.num_ranks)
+        hier_ring(b, server_view(topo), 16, size, bidirectional=two_way)
+        sched = b.build(size, topology=topo.shape_fingerprint, check=False)
+        times[two_way] = simulate(sched, topo).time_s
+    bound = float(lower_bound(topo, size).seconds)
+    assert bound <= times[True] < 0.97 * times[False]
+
+
 def test_rings_run_both_ways_from_eight_healthy_servers() -> None:
     """The default is one-way up to 7 healthy servers or with 2 GPUs per server, and both
     ways from 8 healthy servers of 4 GPUs on."""
