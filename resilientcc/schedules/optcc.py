@@ -765,7 +765,8 @@ def _use_hier_ring(
         raise ScheduleError(f"optcc: hier_ring must be true or false, got {asked!r}")
     # the default: above eight servers, or wherever the straggler owns nothing (1 GiB,
     # half the NICs lost, 4 / 8 servers: 5.524 / 5.588 ms against the pipelined 5.685 /
-    # 5.815; with 2 lost on 8 servers, where it owns a share, 5.839 against 5.394)
+    # 5.815; with 2 lost on 8 servers, where it owns a share, 5.839 against 5.394, 5.401
+    # with the ring's later spacing and depth; 1 lost: 5.403 against 5.189)
     owns_nothing = any(not sv.healthy and shares[sv.index] == 0 for sv in servers)
     # above eight servers a straggler that owns a share and whose NICs are all alive but
     # slower keeps the weighted ring (16 x 8 GPUs, beta = 7/8, 1 GiB: 5.384 ms against
