@@ -54,7 +54,7 @@ def report(
     optcc, with their overheads against the fault-free ring and the fault-free bound.
     Each time comes with its latency part (a second simulation with zero latencies). The
     full grid (4, 8, 16 servers) takes an hour or more on 2 cores (OptCC's 8- and 16-server
-    schedules have up to 4.4M transfers, one to six minutes per simulation; R2CC's
+    schedules have up to 6.6M transfers, one to six minutes per simulation; R2CC's
     16-server ones 300k-500k); --quick does 4 servers in a few minutes. Simulated times
     are cached in OUT/cache.json, so an interrupted run resumes.
     """
