@@ -249,8 +249,9 @@ def hier_ring(
 
     ``servers`` must pass :func:`~resilientcc.schedules.hier_pipeline.pipeline_blocker`
     and have at least two healthy ones; ``size`` (bytes) scales the ordering estimates
-    and the default egress window. ``net_window`` and ``egress_window`` (in pieces, 0 = off) hold the
-    straggler's partials back (``egress_window`` default :func:`default_egress_window`);
+    and the default egress window. ``net_window`` and ``egress_window`` (in pieces, 0 =
+    off) hold the straggler's partials back (``egress_window`` default
+    :func:`default_egress_window`);
     ``spacing`` sets the id order; ``bidirectional`` runs the rings both ways (default:
     from :data:`TWO_WAY_MIN_HEALTHY` healthy servers of :data:`TWO_WAY_MIN_GPUS` GPUs or
     more on). Returns the classes of every piece.
@@ -266,6 +267,20 @@ def hier_ring(
     no = len(owners)
     if bidirectional is None:
         bidirectional = no >= TWO_WAY_MIN_HEALTHY and g >= TWO_WAY_MIN_GPUS
+    # steps of one network pass (reduce-scatter or all-gather) of a class's ring
+    hops = no // 2 if bidirectional else no - 1
+
+    def net_pass(
+        ring: list[int], shards: list[list[int]], channel: int, op: str, at: float, step: float
+    ) -> None:
+        """One network pass over the owners' ring, one way or both."""
+        if bidirectional:
+            two_way_pass(b, ring, shards, channel, op, at, step)
+        elif op == REDUCE:
+            b.ring_reduce_scatter(ring, shards, channel, net=True, release=at, step_release=step)
+        else:
+            b.ring_all_gather(ring, shards, channel, net=True, release=at, step_release=step)
+
     alive_d = list(degraded.alive) if degraded is not None else []
     dead_pos = {q: j for j, q in enumerate(q for q in range(g) if q not in alive_d)}
     owner_pos = {t: x for x, t in enumerate(owners)}
@@ -331,13 +346,7 @@ def hier_ring(
                         release=t_net,
                     )
                     sent_from.setdefault((k, src), []).append(tid)
-            if bidirectional:
-                hops = two_way_pass(b, members[i], shards, cl.rail, REDUCE, t_net, step)
-            else:
-                b.ring_reduce_scatter(
-                    members[i], shards, cl.rail, net=True, release=t_net, step_release=step
-                )
-                hops = no - 1
+            net_pass(members[i], shards, cl.rail, REDUCE, t_net, step)
             t_back = t_net + hops * step
             if d >= 0:
                 for t in owners:
@@ -352,13 +361,8 @@ def hier_ring(
                         release=t_back,
                     )
                     returns_into.setdefault((k, dst), []).append(tid)
-            if bidirectional:
-                two_way_pass(b, members[i], shards, cl.rail + g, COPY, t_back, step)
-            else:
-                b.ring_all_gather(
-                    members[i], shards, cl.rail + g, net=True, release=t_back, step_release=step
-                )
-        t_ag = t_net + 2 * (no - 1 if not bidirectional else no // 2) * max(net_step)
+            net_pass(members[i], shards, cl.rail + g, COPY, t_back, step)
+        t_ag = t_net + 2 * hops * max(net_step)
         for s, ring in local_rings.items():
             b.ring_all_gather(ring, groups[s], 1, release=t_ag, step_release=nvl_step)
     return classes
