@@ -39,6 +39,7 @@ __all__ = [
     "Builder",
     "ServerInfo",
     "binomial_order",
+    "chunk_runs",
     "common_rails",
     "nic_ring_order",
     "nic_rings",
@@ -223,6 +224,7 @@ class Builder:
         self._src: list[int] = []
         self._dst: list[int] = []
         self._chunk: list[int] = []
+        self._count: list[int] = []
         self._op: list[str] = []
         self._deps: list[tuple[int, ...]] = []
         self._channel: list[int] = []
@@ -258,6 +260,7 @@ class Builder:
         deps: Iterable[int] = (),
         release: float = 0.0,
         nbytes: float = 0.0,
+        count: int = 1,
     ) -> int:
         """Add a transfer (program order); returns its provisional id.
 
@@ -266,20 +269,20 @@ class Builder:
             deps: extra happens-before edges (the race-free ones are added automatically).
             release: earliest estimated start (pipelining order).
             nbytes: bytes moved (only for the ordering estimate).
+            count: consecutive chunks carried, from ``chunk`` on (one message).
         """
         if src == dst:
             raise ScheduleError(f"{self.name}: transfer from rank {src} to itself")
         tid = len(self._src)
-        rkey = (src, chunk)
-        wkey = (dst, chunk)
         dd: set[int] = set(deps)
-        w = self._last_write.get(rkey)
-        if w is not None:
-            dd.add(w)
-        w2 = self._last_write.get(wkey)
-        if w2 is not None:
-            dd.add(w2)
-        dd.update(self._readers.get(wkey, ()))
+        for c in range(chunk, chunk + count):
+            w = self._last_write.get((src, c))
+            if w is not None:
+                dd.add(w)
+            w2 = self._last_write.get((dst, c))
+            if w2 is not None:
+                dd.add(w2)
+            dd.update(self._readers.get((dst, c), ()))
         dd.discard(tid)
         est = release
         for d in dd:
@@ -292,15 +295,17 @@ class Builder:
         self._src.append(src)
         self._dst.append(dst)
         self._chunk.append(chunk)
+        self._count.append(count)
         self._op.append(op)
         self._deps.append(tuple(sorted(dd)))
         self._channel.append(channel)
         self._est.append(est)
         self._rel.append(release)
         self._end.append(est + dur)
-        self._readers.setdefault(rkey, []).append(tid)
-        self._last_write[wkey] = tid
-        self._readers[wkey] = []
+        for c in range(chunk, chunk + count):
+            self._readers.setdefault((src, c), []).append(tid)
+            self._last_write[(dst, c)] = tid
+            self._readers[(dst, c)] = []
         return tid
 
     def end_time(self, tid: int) -> float:
@@ -333,6 +338,8 @@ class Builder:
                 self._op[i],
                 tuple(sorted(new_id[d] for d in self._deps[i])),
                 self._channel[i],
+                None,
+                self._count[i],
             )
             for i in order
         )
@@ -447,12 +454,15 @@ class Builder:
         net: bool = False,
         release: float = 0.0,
         step_release: float = 0.0,
+        merge: int = 1,
     ) -> None:
         """Ring reduce-scatter: afterwards ``ring[q]`` holds the full sum of ``groups[q]``.
 
-        Step ``i`` of the ring is released at ``release + i·step_release``.
+        Step ``i`` of the ring is released at ``release + i·step_release``. ``merge``:
+        up to this many consecutive chunks of a group move as one transfer
+        (:func:`chunk_runs`; 1: a transfer per chunk, in the group's order).
         """
-        self._ring_pass(ring, groups, channel, REDUCE, net, release, step_release)
+        self._ring_pass(ring, groups, channel, REDUCE, net, release, step_release, merge)
 
     def ring_all_gather(
         self,
@@ -463,9 +473,13 @@ class Builder:
         net: bool = False,
         release: float = 0.0,
         step_release: float = 0.0,
+        merge: int = 1,
     ) -> None:
-        """Ring all-gather: ``ring[q]`` starts with ``groups[q]``; afterwards everyone has all."""
-        self._ring_pass(ring, groups, channel, COPY, net, release, step_release)
+        """Ring all-gather: ``ring[q]`` starts with ``groups[q]``; afterwards everyone has all.
+
+        ``merge`` as in :meth:`ring_reduce_scatter`.
+        """
+        self._ring_pass(ring, groups, channel, COPY, net, release, step_release, merge)
 
     def _ring_pass(
         self,
@@ -476,6 +490,7 @@ class Builder:
         net: bool,
         release: float,
         step_release: float,
+        merge: int = 1,
     ) -> None:
         """``n − 1`` ring steps; at step ``i`` rank ``ring[j]`` forwards one group.
 
@@ -484,9 +499,10 @@ class Builder:
         """
         n = len(ring)
         shift = 1 if op == REDUCE else 0
+        runs = [chunk_runs(g, merge) if merge > 1 else [(c, 1) for c in g] for g in groups]
         for step in range(n - 1):
             for j in range(n):
-                for c in groups[(j - step - shift) % n]:
+                for c, k in runs[(j - step - shift) % n]:
                     self.add(
                         ring[j],
                         ring[(j + 1) % n],
@@ -495,6 +511,7 @@ class Builder:
                         channel,
                         net=net,
                         release=release + step * step_release,
+                        count=k,
                     )
 
     def ring_allreduce(
@@ -534,6 +551,33 @@ class Builder:
                     release=release,
                     nbytes=nbytes,
                 )
+
+
+def chunk_runs(chunks: Iterable[int], longest: int | None = None) -> list[tuple[int, int]]:
+    """The chunks as runs ``(first, count)`` of consecutive indices, in index order.
+
+    Runs are maximal, or cut evenly into runs of at most ``longest`` chunks.
+
+    >>> chunk_runs((7, 3, 4, 5, 9, 8))
+    [(3, 3), (7, 3)]
+    >>> chunk_runs(range(7), longest=3)
+    [(0, 3), (3, 2), (5, 2)]
+    """
+    out: list[tuple[int, int]] = []
+    for c in sorted(set(chunks)):
+        if out and out[-1][0] + out[-1][1] == c:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((c, 1))
+    if longest is None:
+        return out
+    cut: list[tuple[int, int]] = []
+    for first, count in out:
+        parts = -(-count // longest)
+        for i in range(parts):
+            lo, hi = count * i // parts, count * (i + 1) // parts
+            cut.append((first + lo, hi - lo))
+    return cut
 
 
 def common_rails(servers: Sequence[ServerInfo]) -> list[int]:

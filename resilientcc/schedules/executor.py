@@ -102,7 +102,8 @@ def execute(schedule: Schedule, max_violations: int = 20) -> ExecutionResult:
     by_id = schedule.by_id
     for i in order:
         t = by_id[i]
-        by_chunk.setdefault(t.chunk, []).append((t.src, t.dst, t.op == COPY))
+        for c in t.chunk_ids:
+            by_chunk.setdefault(c, []).append((t.src, t.dst, t.op == COPY))
     violations: list[Violation] = []
     count = 0
     ones = np.ones(p, dtype=np.int64)

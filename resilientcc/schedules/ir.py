@@ -8,8 +8,12 @@ Semantics (shared by the executor, the verifier, the simulator and the runtime):
 
 * Initial state: for every chunk, rank ``r``'s buffer holds contribution ``{r}`` once.
 * A transfer ``t`` may start once every transfer in ``t.deps`` has completed. It reads
-  ``src``'s buffer for ``t.chunk`` when it starts and, when it completes, either adds
-  what it read into ``dst``'s buffer (``op="reduce"``) or overwrites it (``op="copy"``).
+  ``src``'s buffer for its chunks (``t.count`` consecutive chunks from ``t.chunk``, one
+  unless said otherwise) when it starts and, when it completes, either adds what it read
+  into ``dst``'s buffer (``op="reduce"``) or overwrites it (``op="copy"``), chunk by
+  chunk. A transfer of several chunks is one message: it moves their bytes together, as
+  MSCCL's ``cnt`` does, and is equivalent to one transfer per chunk with the same deps
+  that all complete together.
 * Connections: transfers with the same ``(src, dst, channel)`` form one connection,
   which is FIFO in increasing ``id`` order: a transfer is issued only after every
   earlier transfer of its connection has been issued (NCCL-like send/recv matching).
@@ -47,16 +51,20 @@ class Chunk:
 
 @dataclass(frozen=True)
 class Transfer:
-    """One point-to-point transfer of one chunk.
+    """One point-to-point transfer of one chunk, or of a run of consecutive chunks.
 
     Attributes:
         id: unique id within the schedule (also the FIFO order on a connection).
         src, dst: ranks.
-        chunk: chunk index.
+        chunk: chunk index (the first one when ``count`` > 1).
         op: ``"reduce"`` (dst += data) or ``"copy"`` (dst = data).
         deps: ids of transfers that must complete before this one starts.
         channel: NIC / connection index (see module docs).
         route: optional pinned path (node names, src GPU first, dst GPU last).
+        count: how many consecutive chunks it carries, ``chunk`` to ``chunk + count − 1``.
+
+    >>> Transfer(0, 0, 1, 4, "copy", count=3).chunk_ids
+    range(4, 7)
     """
 
     id: int
@@ -67,6 +75,12 @@ class Transfer:
     deps: tuple[int, ...] = ()
     channel: int = 0
     route: tuple[str, ...] | None = None
+    count: int = 1
+
+    @property
+    def chunk_ids(self) -> range:
+        """The chunks it carries."""
+        return range(self.chunk, self.chunk + self.count)
 
 
 @dataclass(frozen=True)
@@ -103,7 +117,8 @@ class Schedule:
         return self.chunks[chunk].size * self.size
 
     def transfer_bytes(self, t: Transfer) -> Fraction:
-        return self.chunks[t.chunk].size * self.size
+        """Exact size in bytes of a transfer (all its chunks)."""
+        return sum((self.chunks[c].size for c in t.chunk_ids), Fraction(0)) * self.size
 
     def meta_get(self, key: str, default: str | None = None) -> str | None:
         for k, v in self.meta:
@@ -151,6 +166,10 @@ class Schedule:
                 raise ScheduleError(f"{w}: src and dst are both rank {t.src}")
             if not 0 <= t.chunk < nchunks:
                 raise ScheduleError(f"{w}: unknown chunk {t.chunk} ({nchunks} chunks)")
+            if t.count < 1 or t.chunk + t.count > nchunks:
+                raise ScheduleError(
+                    f"{w}: {t.count} chunks from chunk {t.chunk} do not fit ({nchunks} chunks)"
+                )
             if t.op not in OPS:
                 raise ScheduleError(f"{w}: unknown op {t.op!r} (use reduce or copy)")
             for d in t.deps:

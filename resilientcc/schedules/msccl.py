@@ -167,8 +167,8 @@ def to_msccl_xml(
     del tb_ids
 
     def units_of(t: Transfer) -> tuple[int, int]:
-        c = schedule.chunks[t.chunk]
-        return int(c.offset * big_l), int(c.size * big_l)
+        first, last = schedule.chunks[t.chunk], schedule.chunks[t.chunk + t.count - 1]
+        return int(first.offset * big_l), int((last.offset + last.size - first.offset) * big_l)
 
     # build the step lists per (gpu, tb) in id order, with deps resolved to steps
     steps: dict[tuple[int, int], list[dict[str, str]]] = {k: [] for k in tb_meta}
@@ -217,6 +217,8 @@ def to_msccl_xml(
             if roundtrip:
                 st["rcc_t"] = str(tid)
                 st["rcc_c"] = str(t.chunk)
+                if t.count != 1:
+                    st["rcc_n"] = str(t.count)
                 if kind == "r":
                     st["rcc_d"] = _attr(",".join(map(str, t.deps)), f"deps of transfer {tid}", lim)
                 if kind == "s" and t.route is not None:
@@ -329,8 +331,8 @@ def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
     big_l = _int(algo, "nchunksperloop", where)
     if big_l < 1:
         raise ScheduleError(f"{where}: nchunksperloop must be positive")
-    # tid -> (src, dst, channel, chunk, route) / (src, dst, channel, op, deps)
-    sends: dict[int, tuple[int, int, int, int, tuple[str, ...] | None]] = {}
+    # tid -> (src, dst, channel, chunk, count, route) / (src, dst, channel, op, deps)
+    sends: dict[int, tuple[int, int, int, int, int, tuple[str, ...] | None]] = {}
     recvs: dict[int, tuple[int, int, int, str, tuple[int, ...]]] = {}
     ranges: set[int] = {0, big_l}
     foreign = algo.get("rcc_size") is None
@@ -370,6 +372,7 @@ def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
                         sp,
                         ch,
                         _int(st, "rcc_c", w),
+                        _int(st, "rcc_n", w) if st.get("rcc_n") is not None else 1,
                         tuple(route.split(" ")) if route else None,
                     )
                 else:
@@ -399,11 +402,11 @@ def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
         )
     transfers = []
     for tid in sorted(sends):
-        src, dst, ch, chunk, path = sends[tid]
+        src, dst, ch, chunk, count, path = sends[tid]
         rsrc, rdst, _, op, deps = recvs[tid]
         if (src, dst) != (rsrc, rdst):
             raise ScheduleError(f"{where}: transfer {tid}: send and receive peers disagree")
-        transfers.append(Transfer(tid, src, dst, chunk, op, deps, ch, path))
+        transfers.append(Transfer(tid, src, dst, chunk, op, deps, ch, path, count))
     meta_text = "".join(algo.get(f"rcc_meta{i}", "") for i in range(16))
     meta = tuple(
         (kv.split("=", 1)[0], kv.split("=", 1)[1]) for kv in meta_text.split(";") if "=" in kv
@@ -434,7 +437,7 @@ def _foreign(
     """Best-effort import of an MSCCL file without resilientcc attributes."""
     from resilientcc.schedules.ir import uniform_chunks
 
-    transfers: list[tuple[int, int, int, int, int, str, int, int, int]] = []
+    transfers: list[tuple[int, int, int, int, int, int, str, int, int, int]] = []
     for key, ss in fifo_s.items():
         rr = fifo_r.get(key, [])
         if len(rr) != len(ss):
@@ -442,17 +445,16 @@ def _foreign(
                 f"{where}: connection {key}: {len(ss)} sends but {len(rr)} receives"
             )
         for (off, cnt, stb, ssi), (_, _, rtb, rsi, kind) in zip(ss, rr, strict=True):
-            if cnt != 1:
-                raise ScheduleError(f"{where}: multi-chunk steps are not supported on import")
-            transfers.append((min(ssi, rsi), key[0], key[1], off, key[2], kind, stb, rtb, rsi))
+            if cnt < 1:
+                raise ScheduleError(f"{where}: connection {key}: a step of {cnt} chunks")
+            transfers.append((min(ssi, rsi), key[0], key[1], off, cnt, key[2], kind, stb, rtb, rsi))
     transfers.sort()
     out = []
     last_in_tb: dict[tuple[int, int], int] = {}
-    for i, (_, src, dst, off, ch, kind, stb, rtb, _) in enumerate(transfers):
+    for i, (_, src, dst, off, cnt, ch, kind, stb, rtb, _) in enumerate(transfers):
         deps = {last_in_tb[k] for k in ((src, stb), (dst, rtb)) if k in last_in_tb}
-        out.append(
-            Transfer(i, src, dst, off, COPY if kind == "r" else REDUCE, tuple(sorted(deps)), ch)
-        )
+        op = COPY if kind == "r" else REDUCE
+        out.append(Transfer(i, src, dst, off, op, tuple(sorted(deps)), ch, count=cnt))
         last_in_tb[(src, stb)] = i
         last_in_tb[(dst, rtb)] = i
     sched = Schedule(

@@ -7,6 +7,9 @@ Format (version 1)::
      "topology": "3fa2…", "meta": {"channels": "8"},
      "chunks": [["0", "1/4"], ["1/4", "1/4"], …],          # [offset, size] fractions of the buffer
      "transfers": [[id, src, dst, chunk, "reduce"|"copy", [deps…], channel, route|null], …]}
+
+A transfer of several consecutive chunks has a ninth entry, their number (``count``);
+it is left out when it is 1, so files of one-chunk transfers are unchanged.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ def schedule_to_dict(s: Schedule) -> dict[str, Any]:
                 t.channel,
                 list(t.route) if t.route is not None else None,
             ]
+            + ([t.count] if t.count != 1 else [])
             for t in s.transfers
         ],
     }
@@ -94,8 +98,10 @@ def schedule_from_dict(data: Any, where: str = "schedule") -> Schedule:
         raise ScheduleError(f"{where}: 'transfers' must be a list")
     for i, t in enumerate(data["transfers"]):
         w = f"{where}: transfers[{i}]"
-        if not isinstance(t, list) or len(t) != 8:
-            raise ScheduleError(f"{w}: must be [id, src, dst, chunk, op, deps, channel, route]")
+        if not isinstance(t, list) or len(t) not in (8, 9):
+            raise ScheduleError(
+                f"{w}: must be [id, src, dst, chunk, op, deps, channel, route] (+ count)"
+            )
         if not isinstance(t[5], list):
             raise ScheduleError(f"{w}: deps must be a list")
         route = t[7]
@@ -115,6 +121,7 @@ def schedule_from_dict(data: Any, where: str = "schedule") -> Schedule:
                 tuple(_int(d, w) for d in t[5]),
                 _int(t[6], w),
                 tuple(route) if route is not None else None,
+                _int(t[8], w) if len(t) == 9 else 1,
             )
         )
     meta = data.get("meta", {})

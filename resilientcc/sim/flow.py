@@ -110,6 +110,15 @@ class _Prepared:
         deps_lists = list(map(operator.attrgetter("deps"), ts))
         chunk_bytes = np.array([float(c.size * schedule.size) for c in schedule.chunks])
         self.nbytes = chunk_bytes[chunk] if n else np.zeros(0)
+        count = _column(ts, "count")
+        multi = np.flatnonzero(count > 1)
+        if len(multi):  # runs of chunks: their exact total, once per distinct run
+            runs: dict[tuple[int, int], float] = {}
+            for i in multi.tolist():
+                run = (int(chunk[i]), int(count[i]))
+                if run not in runs:
+                    runs[run] = float(schedule.transfer_bytes(ts[i]))
+                self.nbytes[i] = runs[run]
 
         # positions of ids
         if n and np.array_equal(self.ids, np.arange(n)):

@@ -181,12 +181,12 @@ def check_failover_lossless(
     orders = chunk_orders(schedule, order)
     for chans, server in scenarios:
         hit_sets = [_hit_set(schedule, c, server, gpus_per_server) for c in chans]
-        touched = sorted({t.chunk for hs in hit_sets for t in hs})
+        touched = sorted({c for hs in hit_sets for t in hs for c in t.chunk_ids})
         for chunk in touched:  # chunks never exchange data: one slice per chunk
             slices += 1
             solver.push()
             fs = list(range(len(chans)))
-            chunk_sets = [[t for t in hs if t.chunk == chunk] for hs in hit_sets]
+            chunk_sets = [[t for t in hs if chunk in t.chunk_ids] for hs in hit_sets]
             extra, hits = _encode_commits(solver, chans, fs, chunk_sets, dedup_v)
             k = contribution_var(chunk)
             solver.add(k >= 0, k < schedule.ranks)

@@ -63,7 +63,7 @@ def chunk_terms(
     state = [initial_multiplicity(k, r) for r in range(schedule.ranks)]
     for tid in order:
         t = by_id[tid]
-        if t.chunk != chunk:
+        if chunk not in t.chunk_ids:
             continue
         src = state[t.src]
         if t.op == COPY:
@@ -82,7 +82,8 @@ def chunk_orders(schedule: Schedule, order: tuple[int, ...]) -> dict[int, tuple[
     by_id = schedule.by_id
     out: dict[int, list[int]] = {}
     for tid in order:
-        out.setdefault(by_id[tid].chunk, []).append(tid)
+        for c in by_id[tid].chunk_ids:
+            out.setdefault(c, []).append(tid)
     return {c: tuple(v) for c, v in out.items()}
 
 
@@ -98,7 +99,7 @@ def chunk_signature(schedule: Schedule, chunk: int, order: tuple[int, ...]) -> t
     seq: list[tuple[int, int, str]] = []
     for tid in order:
         t = by_id[tid]
-        if t.chunk == chunk:
+        if chunk in t.chunk_ids:
             a = names.setdefault(t.src, len(names))
             b = names.setdefault(t.dst, len(names))
             seq.append((a, b, t.op))
@@ -163,7 +164,7 @@ def check_lossless(
             touching = tuple(
                 schedule.by_id[t]
                 for t in order
-                if schedule.by_id[t].chunk == c and r in (schedule.by_id[t].dst,)
+                if c in schedule.by_id[t].chunk_ids and r == schedule.by_id[t].dst
             )
             cex = Counterexample(
                 PROPERTY,

@@ -73,9 +73,10 @@ def _mutate(s: Schedule, kind: str, t: Transfer, rng: random.Random) -> Mutant |
         ts[i] = dataclasses.replace(t, dst=r)
         return Mutant(kind, f"#{t.id} dst {t.dst} -> {r}", _replace(s, ts, f"dst{t.id}"))
     if kind == "retarget_chunk":
-        if len(s.chunks) < 2:
+        others = [c for c in range(len(s.chunks) - t.count + 1) if c != t.chunk]
+        if not others:
             return None
-        c = rng.choice([c for c in range(len(s.chunks)) if c != t.chunk])
+        c = rng.choice(others)
         ts[i] = dataclasses.replace(t, chunk=c)
         return Mutant(kind, f"#{t.id} chunk {t.chunk} -> {c}", _replace(s, ts, f"chk{t.id}"))
     if kind == "delete_dep":

@@ -72,8 +72,9 @@ def candidate_pairs(graph: ScheduleGraph) -> list[tuple[Access, Access]]:
     slices: dict[tuple[int, int], list[Access]] = {}
     for tid in order:
         t = by_id[tid]
-        slices.setdefault((t.src, t.chunk), []).append(Access(tid, "read", t.src, t.chunk))
-        slices.setdefault((t.dst, t.chunk), []).append(Access(tid, "write", t.dst, t.chunk))
+        for c in t.chunk_ids:
+            slices.setdefault((t.src, c), []).append(Access(tid, "read", t.src, c))
+            slices.setdefault((t.dst, c), []).append(Access(tid, "write", t.dst, c))
     pairs: list[tuple[Access, Access]] = []
     for accesses in slices.values():
         last_write: Access | None = None
@@ -206,7 +207,8 @@ def check_race_free(
         by_chunk.setdefault(a.chunk, []).append((a, b))
     ids_by_chunk: dict[int, list[int]] = {}
     for tid in sorted(g.schedule.by_id):
-        ids_by_chunk.setdefault(g.schedule.by_id[tid].chunk, []).append(tid)
+        for c in g.schedule.by_id[tid].chunk_ids:
+            ids_by_chunk.setdefault(c, []).append(tid)
     # phase 1: per-chunk slices (implied constraints only), deduplicated by signature
     suspects: list[tuple[Access, Access]] = []
     proved_sigs: set[tuple[object, ...]] = set()

@@ -34,9 +34,13 @@ VERDICTS = (PROVED, VIOLATED, UNKNOWN)
 PROPERTIES = ("deadlock_free", "race_free", "lossless", "failover_lossless")
 
 
+def _fmt_chunks(t: Transfer) -> str:
+    return f"chunk {t.chunk}" if t.count == 1 else f"chunks {t.chunk}-{t.chunk + t.count - 1}"
+
+
 def _fmt_transfer(t: Transfer) -> str:
     return (
-        f"#{t.id} {t.op} chunk {t.chunk}: rank {t.src} -> rank {t.dst} "
+        f"#{t.id} {t.op} {_fmt_chunks(t)}: rank {t.src} -> rank {t.dst} "
         f"(channel {t.channel}, deps {list(t.deps)})"
     )
 
@@ -142,6 +146,7 @@ class Counterexample:
                     "src": t.src,
                     "dst": t.dst,
                     "chunk": t.chunk,
+                    "count": t.count,
                     "op": t.op,
                     "deps": list(t.deps),
                     "channel": t.channel,
