@@ -558,10 +558,10 @@ def chunk_runs(chunks: Iterable[int], longest: int | None = None) -> list[tuple[
 
     Runs are maximal, or cut evenly into runs of at most ``longest`` chunks.
 
-    >>> chunk_runs((7, 3, 4, 5, 9, 8))
-    [(3, 3), (7, 3)]
-    >>> chunk_runs(range(7), longest=3)
-    [(0, 3), (3, 2), (5, 2)]
+    >>> tuple(chunk_runs((7, 3, 4, 5, 9, 8)))
+    ((3, 3), (7, 3))
+    >>> tuple(chunk_runs(range(7), longest=3))
+    ((0, 2), (2, 2), (4, 3))
     """
     out: list[tuple[int, int]] = []
     for c in sorted(set(chunks)):

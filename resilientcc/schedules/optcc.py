@@ -132,8 +132,9 @@ is left out, as if dead: 1 GiB, 4 × 8 GPUs, 9.813 → 4.481 ms).
 With no degraded server OptCC is the pipelined hierarchical schedule up to
 :data:`PIPELINE_MAX_SERVERS` servers (0.81 × NCCL's ring on 4 × 8 GPUs at 1 GiB, 0.92 ×
 on 8 × 8) and NCCL's ring above (the direct schedule measures 1.12 × the ring there), so
-at ``β = 1`` it is mostly faster than the fault-free ring, but not always: 0.88–1.02 × on
-5 to 8 servers at 128–512 MiB (1.012 × on 5 servers at 128 MiB, 1.020 × on 8 at 256 MiB).
+at ``β = 1`` it is at most 1.003 × the fault-free ring on 2–8 servers from 1 MiB to 1 GiB
+(pieces from :func:`~resilientcc.schedules.hier_pipeline.default_healthy_pieces`; with 8
+MiB pieces it was up to 1.10 × on 2 servers at 64 MiB and 1.020 × on 8 at 256 MiB).
 """
 
 from __future__ import annotations
@@ -156,6 +157,7 @@ from resilientcc.schedules._build import (
     usable_view,
 )
 from resilientcc.schedules.hier_pipeline import (
+    default_healthy_pieces,
     default_net_window,
     default_pipeline_pieces,
     hier_pipeline,
@@ -856,6 +858,8 @@ def _layered(
         k = pieces
     elif rings:
         k = default_ring_pieces(size, len(servers))
+    elif all(sv.healthy for sv in servers):
+        k = default_healthy_pieces(size, len(servers))
     else:
         k = default_pipeline_pieces(size)
     if net_window is not None:
@@ -1031,7 +1035,9 @@ def optcc(
             straggler and shared connections (``ag_offset`` to ``avoid_stage`` are ignored).
         pipeline: the pipelined hierarchical schedule
             (:mod:`~resilientcc.schedules.hier_pipeline`; ``pieces`` default
-            :func:`~resilientcc.schedules.hier_pipeline.default_pipeline_pieces`). Default:
+            :func:`~resilientcc.schedules.hier_pipeline.default_pipeline_pieces`, or
+            :func:`~resilientcc.schedules.hier_pipeline.default_healthy_pieces` with no
+            degraded server). Default:
             on when it can run (degraded servers alike, their alive NICs at one
             bandwidth, one NIC per GPU) on up to :data:`PIPELINE_MAX_SERVERS` servers (on
             any number with several degraded servers) and neither ``ring_fraction`` nor
