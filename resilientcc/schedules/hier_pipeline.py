@@ -217,11 +217,13 @@ def default_pipeline_pieces(size: Fraction) -> int:
     return max(2, min(MAX_PIECES, round(size / PIECE_BYTES)))
 
 
-def default_healthy_pieces(size: Fraction, servers: int) -> int:
+def default_healthy_pieces(size: Fraction, servers: int, gpus: int = 8) -> int:
     """Pipeline depth with no degraded server: 2 to 64 pieces of 16 MiB, or 2 MiB per server.
 
-    Pieces are :data:`HEALTHY_PIECE_BYTES` (16 MiB) up to :data:`HEALTHY_FLAT_SERVERS`
-    servers and ``N ·`` :data:`HEALTHY_PIECE_BYTES_PER_SERVER` (2 MiB) above. Without a
+    With 8 GPUs per server, pieces are :data:`HEALTHY_PIECE_BYTES` (16 MiB) up to
+    :data:`HEALTHY_FLAT_SERVERS` servers and ``N ·``
+    :data:`HEALTHY_PIECE_BYTES_PER_SERVER` (2 MiB) above; with ``G`` GPUs they are
+    ``G/8`` of that, but never below :data:`PIECE_BYTES` (8 MiB). Without a
     straggler nobody waits for another server's returns, and pieces of 8 MiB
     (:func:`default_pipeline_pieces`) left OptCC slower than NCCL's ring at ``β = 1``
     on small clusters: 1.102 / 1.054 / 1.020 × the ring on 2 servers at 64 / 128 / 256
@@ -238,6 +240,10 @@ def default_healthy_pieces(size: Fraction, servers: int) -> int:
     8             0.880 (8 pieces, both)  0.993 / 0.993 / 1.029   0.962 / 0.962 / 0.979
     ============  ======================  ======================  ======================
 
+    With fewer GPUs per server the larger pieces lost to 8 MiB ones (4 GPUs per server,
+    16 / 8 MiB pieces: 2 servers at 64 MiB 0.686 / 0.648 × the ring, 8 servers at 64 MiB
+    1.066 / 0.963, at 256 MiB 0.944 / 0.924; 2 GPUs: 0.714 / 0.696 and 0.968 / 0.952 on
+    2 and 8 servers at 64 MiB), hence the scaling by ``G/8`` and the 8 MiB floor.
     With a degraded server more pieces pay (8 × 8 GPUs, 256 MiB, 1 NIC lost: 16 / 32
     pieces 1.554 / 1.495 ms), hence :func:`default_pipeline_pieces` there.
 
@@ -245,11 +251,14 @@ def default_healthy_pieces(size: Fraction, servers: int) -> int:
     (16, 16, 26, 16)
     >>> default_healthy_pieces(Fraction(2**30), 8), default_healthy_pieces(Fraction(2**25), 8)
     (64, 2)
+    >>> default_healthy_pieces(Fraction(2**28), 8, gpus=4)  # 8 MiB, as with a straggler
+    32
     """
     if servers <= HEALTHY_FLAT_SERVERS:
-        per_piece = HEALTHY_PIECE_BYTES
+        per_piece = Fraction(HEALTHY_PIECE_BYTES)
     else:
-        per_piece = HEALTHY_PIECE_BYTES_PER_SERVER * servers
+        per_piece = Fraction(HEALTHY_PIECE_BYTES_PER_SERVER * servers)
+    per_piece = max(Fraction(PIECE_BYTES), per_piece * gpus / 8)
     return max(2, min(MAX_PIECES, round(size / per_piece)))
 
 

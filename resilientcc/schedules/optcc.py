@@ -859,7 +859,7 @@ def _layered(
     elif rings:
         k = default_ring_pieces(size, len(servers))
     elif all(sv.healthy for sv in servers):
-        k = default_healthy_pieces(size, len(servers))
+        k = default_healthy_pieces(size, len(servers), len(servers[0].ranks))
     else:
         k = default_pipeline_pieces(size)
     if net_window is not None:
