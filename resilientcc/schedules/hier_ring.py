@@ -412,8 +412,7 @@ def hier_ring(
             if k >= pieces - flat_last and s != d:  # each holder copies to every GPU
                 for x, group in enumerate(groups[s]):
                     for c in group:
-                        for y in ring[x + 1 :] + ring[:x]:
-                            b.add(ring[x], y, c, COPY, 1, release=t_ag)
+                        b.tree_bcast(ring[x:] + ring[:x], c, channel=1, release=t_ag)
                 continue
             b.ring_all_gather(ring, groups[s], 1, release=t_ag, step_release=nvl_step, merge=merge)
     return classes
