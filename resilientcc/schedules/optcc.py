@@ -849,6 +849,7 @@ def _layered(
     net_window: int | None,
     *,
     rings: bool,
+    pipeline_timing: float = 0.0,
 ) -> Schedule:
     """OptCC's pipelined hierarchical variant, or with ``rings`` its hierarchical ring.
 
@@ -874,7 +875,9 @@ def _layered(
         healthy = sum(1 for sv in servers if sv.healthy)
         shares = {sv.index: Fraction(int(sv.healthy), healthy) for sv in servers}
     else:
-        classes = hier_pipeline(b, servers, shares, k, net_window=w)
+        classes = hier_pipeline(
+            b, servers, shares, k, net_window=w, timing=pipeline_timing, size=size
+        )
     meta = (
         ("generator", "optcc"),
         ("pieces", str(k)),
@@ -990,6 +993,7 @@ def optcc(
     net_window: int | None = None,
     weighted_ring: bool | None = None,
     hier_ring: bool | None = None,
+    pipeline_timing: float = 0.0,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -1063,6 +1067,10 @@ def optcc(
             servers are healthy, if there are more than :data:`PIPELINE_MAX_SERVERS`
             servers or the degraded one owns no shard (``β ≤ β*``); ``True`` asks for it
             wherever it can run, ``False`` never.
+        pipeline_timing: the pipelined schedule orders its connections by estimated
+            time, pieces ``pipeline_timing`` times a piece's estimated period apart
+            (0 = piece by piece, the default; see
+            :func:`~resilientcc.schedules.hier_pipeline.hier_pipeline`).
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -1082,6 +1090,10 @@ def optcc(
         raise ScheduleError(f"optcc: pieces must be a positive integer, got {pieces!r}")
     if net_window is not None and (not isinstance(net_window, int) or net_window < 0):
         raise ScheduleError(f"optcc: net_window must be a non-negative integer, got {net_window!r}")
+    if not isinstance(pipeline_timing, int | float) or not pipeline_timing >= 0:
+        raise ScheduleError(
+            f"optcc: pipeline_timing must be a non-negative number, got {pipeline_timing!r}"
+        )
     others = ring_fraction is not None or direct
     rings = _use_hier_ring(
         servers, shares, hier_ring, others or bool(weighted_ring) or bool(pipeline)
@@ -1089,7 +1101,17 @@ def optcc(
     if not rings and _use_pipeline(
         servers, pipeline, others or bool(weighted_ring) or bool(hier_ring)
     ):
-        return _layered(topology, servers, shares, size, pieces, check, net_window, rings=False)
+        return _layered(
+            topology,
+            servers,
+            shares,
+            size,
+            pieces,
+            check,
+            net_window,
+            rings=False,
+            pipeline_timing=pipeline_timing,
+        )
     if rings:
         return _layered(topology, servers, shares, size, pieces, check, net_window, rings=True)
     relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
