@@ -32,6 +32,8 @@ from resilientcc.topology.model import Topology
 
 __all__ = [
     "CHECK_CAP_TRANSFERS",
+    "LINE_NIC_BW",
+    "LINE_NVL_BW",
     "NET_BW",
     "NET_LAT",
     "NVL_BW",
@@ -56,6 +58,9 @@ NVL_LAT = 3.4e-6
 NET_LAT = 14e-6
 NVL_BW = 450e9 / 3
 NET_BW = 50e9 / 3
+# one link's full rate, for the pipelines' release times (hier_ring, hier_pipeline timing)
+LINE_NIC_BW = 50e9
+LINE_NVL_BW = 450e9
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from resilientcc.schedules._build import NET_LAT, NVL_LAT, Builder, ServerInfo
+from resilientcc.errors import ScheduleError
+from resilientcc.schedules._build import (
+    LINE_NIC_BW,
+    LINE_NVL_BW,
+    NET_LAT,
+    NVL_LAT,
+    Builder,
+    ServerInfo,
+)
 from resilientcc.schedules.ir import COPY, REDUCE
 
 __all__ = [
@@ -102,9 +110,6 @@ __all__ = [
 
 #: bytes per piece the default pipeline aims at (1 GiB: 64 pieces, 256 MiB: 32)
 PIECE_BYTES = 8 * 2**20
-#: link bandwidths of the ordering estimates of ``timing`` (the simulator is the clock)
-_NIC_BW = 50e9
-_NVL_BW = 450e9
 #: the deepest default pipeline
 MAX_PIECES = 64
 #: with no degraded server: pieces of this many bytes up to :data:`HEALTHY_FLAT_SERVERS`
@@ -400,24 +405,29 @@ def hier_pipeline(
     # the returns into each GPU, per piece: its partials of piece k wait for those of k − W
     returns_into: dict[tuple[int, int], list[int]] = {}
 
-    timed = timing > 0
-    if timed:
+    # release times: a piece's start, its NVLink ring steps, the network stage after the
+    # reduce-scatter, and each network stage; piece by piece (pieces 1000 apart, stages
+    # 100, steps 1) or, with ``timing``, estimated seconds
+    if timing > 0:
         if size is None:
-            raise ValueError("hier_pipeline: timing needs the message size")
+            raise ScheduleError("hier_pipeline: timing needs the message size")
         pb = float(size) / pieces  # bytes of a piece
         w_max = float(max(shares.values()))
-        # estimated seconds: a piece's period (a healthy NIC's share of it, or one NVLink
-        # ring pass), one NVLink ring step, one network stage
-        period = timing * max(pb * (1 + (n - 2) * w_max) / g / _NIC_BW, pb * (g - 1) / g / _NVL_BW)
-        nvl_step = NVL_LAT + pb / g / _NVL_BW
-        net_t = NET_LAT + pb / g / _NIC_BW * (n - 1) * w_max
+        # a piece's period (a healthy NIC's share of it, or one NVLink ring pass), one
+        # NVLink ring step, one network stage
+        period = timing * max(
+            pb * (1 + (n - 2) * w_max) / g / LINE_NIC_BW, pb * (g - 1) / g / LINE_NVL_BW
+        )
+        step = NVL_LAT + pb / g / LINE_NVL_BW
+        lead = (g - 1) * step
+        net_t = NET_LAT + pb / g / LINE_NIC_BW * (n - 1) * w_max
+    else:
+        period, step, lead, net_t = 1000.0, 1.0, 100.0, 100.0
     for k in range(pieces):
-        base = 1000.0 * k
-        if timed:
-            t0 = k * period
-            t_net = t0 + (g - 1) * nvl_step
-            t_back = t_net + net_t
-            t_ag = t_back + net_t
+        t0 = k * period
+        t_net = t0 + lead
+        t_back = t_net + net_t
+        t_ag = t_back + net_t
         chunk = {
             (i, t): b.chunk(piece * cl.size * shares[t])
             for i, cl in enumerate(classes)
@@ -428,10 +438,7 @@ def hier_pipeline(
             for s, groups in ring_groups.items():
                 groups[slot[s][i]].append(c)
         for s, ranks in ring_ranks.items():
-            if timed:
-                b.ring_reduce_scatter(ranks, ring_groups[s], 0, release=t0, step_release=nvl_step)
-            else:
-                b.ring_reduce_scatter(ranks, ring_groups[s], 0, release=base, step_release=1.0)
+            b.ring_reduce_scatter(ranks, ring_groups[s], 0, release=t0, step_release=step)
         for (i, t), c in chunk.items():
             cl = classes[i]
             owner = servers[t].ranks[local(t, cl)]
@@ -448,22 +455,11 @@ def hier_pipeline(
                     rail,
                     net=True,
                     deps=returns_into.get((k - net_window, rank), ()) if net_window else (),
-                    release=t_net if timed else base + 100,
+                    release=t_net,
                 )
             for rank, rail in peers:
-                tid = b.add(
-                    owner,
-                    rank,
-                    c,
-                    COPY,
-                    rail + g,
-                    net=True,
-                    release=t_back if timed else base + 200,
-                )
+                tid = b.add(owner, rank, c, COPY, rail + g, net=True, release=t_back)
                 returns_into.setdefault((k, rank), []).append(tid)
         for s, ranks in ring_ranks.items():
-            if timed:
-                b.ring_all_gather(ranks, ring_groups[s], 1, release=t_ag, step_release=nvl_step)
-            else:
-                b.ring_all_gather(ranks, ring_groups[s], 1, release=base + 300, step_release=1.0)
+            b.ring_all_gather(ranks, ring_groups[s], 1, release=t_ag, step_release=step)
     return classes

@@ -77,7 +77,14 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from resilientcc.errors import ScheduleError
-from resilientcc.schedules._build import NET_LAT, NVL_LAT, Builder, ServerInfo
+from resilientcc.schedules._build import (
+    LINE_NIC_BW,
+    LINE_NVL_BW,
+    NET_LAT,
+    NVL_LAT,
+    Builder,
+    ServerInfo,
+)
 from resilientcc.schedules.hier_pipeline import PipeClass, class_sizes, nvlink_rings
 from resilientcc.schedules.ir import COPY, REDUCE
 
@@ -113,9 +120,6 @@ TWO_WAY_MIN_GPUS = 4
 #: :data:`MAX_RING_PIECE_BYTES` (a 1 GiB buffer in 96 pieces)
 HOP_PIECE_BYTES = 2 * 2**20
 MAX_RING_PIECE_BYTES = Fraction(2**30, 96)
-
-_NIC_BW = 50e9  # ordering estimates only (the simulator is the clock)
-_NVL_BW = 450e9
 
 
 def hier_ring_classes(servers: Sequence[ServerInfo]) -> list[PipeClass]:
@@ -351,10 +355,10 @@ def hier_ring(
     # time, an NVLink ring step and each class's network ring step
     slots = {s: [pos[gpu(s, classes[i], t)] for i, t in keys] for s, pos in position.items()}
     members = [[gpu(t, cl, t) for t in owners] for cl in classes]
-    per_piece = nbytes / pieces * (2 * no - 1) / no / g / _NIC_BW
-    nvl_step = NVL_LAT + nbytes / pieces / g / _NVL_BW
+    per_piece = nbytes / pieces * (2 * no - 1) / no / g / LINE_NIC_BW
+    nvl_step = NVL_LAT + nbytes / pieces / g / LINE_NVL_BW
     net_step = [
-        spacing * (NET_LAT + float(piece * cl.size / no) * nbytes / _NIC_BW) for cl in classes
+        spacing * (NET_LAT + float(piece * cl.size / no) * nbytes / LINE_NIC_BW) for cl in classes
     ]
     returns_into: dict[tuple[int, int], list[int]] = {}
     sent_from: dict[tuple[int, int], list[int]] = {}
