@@ -28,7 +28,6 @@ from resilientcc.schedules.hier_ring import (
     default_ring_pieces,
     hier_ring,
     hier_ring_classes,
-    two_way_pass,
 )
 from resilientcc.schedules.ir import COPY, REDUCE
 from resilientcc.schedules.optcc import PIPELINE_MAX_SERVERS, optcc
@@ -124,16 +123,16 @@ def test_default_flat_tail_spans_its_bytes(pieces: int, size: int) -> None:
 
 
 @pytest.mark.parametrize("n", range(2, 11))
-def test_two_way_pass_halves_the_hops(n: int) -> None:
+def test_ring_pass_two_way_halves_the_hops(n: int) -> None:
     """Both ways, a reduce-scatter then an all-gather is an AllReduce in ``⌈(n − 1)/2⌉``
     steps each, every rank sending and receiving ``n − 1`` chunks per pass (a one-way
     ring's bytes), and no chunk crossing more than ``⌈(n − 1)/2⌉`` hops in a row."""
     b = Builder("two-way", n)
     groups = [[b.chunk(Fraction(1, n))] for _ in range(n)]
     ring = list(range(n))
-    steps = two_way_pass(b, ring, groups, 0, REDUCE, 0.0, 1.0)
+    steps = b.ring_pass_two_way(ring, groups, 0, REDUCE, release=0.0, step_release=1.0)
     assert steps == n // 2  # ⌈(n − 1)/2⌉
-    assert two_way_pass(b, ring, groups, 1, COPY, 0.0, 1.0) == steps
+    assert b.ring_pass_two_way(ring, groups, 1, COPY, release=0.0, step_release=1.0) == steps
     sched = b.build(Fraction(n), topology=None, check=True)
     for op in (REDUCE, COPY):
         sent = Counter(t.src for t in sched.transfers if t.op == op)

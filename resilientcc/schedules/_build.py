@@ -519,6 +519,53 @@ class Builder:
                         count=k,
                     )
 
+    def ring_pass_two_way(
+        self,
+        ring: Sequence[int],
+        groups: Sequence[Sequence[int]],
+        channel: int,
+        op: str,
+        *,
+        net: bool = False,
+        release: float = 0.0,
+        step_release: float = 0.0,
+    ) -> int:
+        """A reduce-scatter (``op`` reduce) or all-gather (copy) over ``ring`` in both directions.
+
+        Group ``q`` is owned by ``ring[q]``. Reduce-scatter: the ``(n − 1) // 2`` ranks
+        before ``q`` pass it forward to ``q`` and the others pass it backward, each chain
+        adding its rank's part (both chains end together, the shorter one starting later);
+        all-gather: ``q`` sends it both ways, as far. Every rank sends and receives what a
+        one-way ring moves, in about half the hops. Returns the number of steps.
+        """
+        n = len(ring)
+        fwd = (n - 1) // 2
+        back = n - 1 - fwd
+        for step in range(back):
+            for q in range(n):
+                if op == REDUCE:
+                    hops = []
+                    if step >= back - fwd:  # forward chain q − fwd … q − 1 → q
+                        j = step - (back - fwd)
+                        hops.append((q - fwd + j, q - fwd + j + 1))
+                    hops.append((q + back - step, q + back - step - 1))  # backward chain
+                else:
+                    hops = [(q - step, q - step - 1)]
+                    if step < fwd:
+                        hops.append((q + step, q + step + 1))
+                for x, y in hops:
+                    for c in groups[q]:
+                        self.add(
+                            ring[x % n],
+                            ring[y % n],
+                            c,
+                            op,
+                            channel,
+                            net=net,
+                            release=release + step * step_release,
+                        )
+        return back
+
     def ring_allreduce(
         self,
         ring: Sequence[int],

@@ -52,7 +52,7 @@ leaves a latency gap between pieces). The pipeline depth comes from
 Both ways: from :data:`TWO_WAY_MIN_HEALTHY` healthy servers on, each shard's
 reduce-scatter runs as two chains that meet at its owner, one forward from the ranks
 before it and one backward from those after it, and its all-gather leaves the owner both
-ways (:func:`two_way_pass`). Every NIC moves the same bytes as in the one-way ring, but
+ways (:meth:`~resilientcc.schedules._build.Builder.ring_pass_two_way`). Every NIC moves the same bytes as in the one-way ring, but
 a piece crosses about half the hops, which shortens both ends of the pipeline: the
 straggler's first result and the all-gather after its last partial (1 GiB, half the NICs
 lost, 96 pieces: 10 servers 5.611 → 5.590 ms, 16 servers 5.690 → 5.613; on 8 servers
@@ -102,7 +102,6 @@ __all__ = [
     "default_ring_pieces",
     "hier_ring",
     "hier_ring_classes",
-    "two_way_pass",
 ]
 
 #: a ring step's slot in the id order, in units of (latency + bytes' time) of the step
@@ -113,7 +112,7 @@ EGRESS_WINDOW_BYTES = 12 * 2**20
 #: the last pieces in this many bytes get a flat NVLink all-gather (:func:`default_flat_tail`)
 FLAT_TAIL_BYTES = 64 * 2**20
 #: from this many healthy servers on, with at least :data:`TWO_WAY_MIN_GPUS` GPUs per
-#: server, the rings run both ways (:func:`two_way_pass`)
+#: server, the rings run both ways (:meth:`~resilientcc.schedules._build.Builder.ring_pass_two_way`)
 TWO_WAY_MIN_HEALTHY = 8
 TWO_WAY_MIN_GPUS = 4
 #: pieces of :func:`default_ring_pieces`: this many bytes per ring hop, at most
@@ -226,52 +225,6 @@ def dealt_evenly(dead: int, alive: int, owners: int) -> bool:
     return True
 
 
-def two_way_pass(
-    b: Builder,
-    ring: Sequence[int],
-    groups: Sequence[Sequence[int]],
-    channel: int,
-    op: str,
-    release: float,
-    step_release: float,
-) -> int:
-    """A reduce-scatter (``op`` reduce) or all-gather (copy) over ``ring`` in both directions.
-
-    Group ``q`` is owned by ``ring[q]``. Reduce-scatter: the ``(n − 1) // 2`` ranks
-    before ``q`` pass it forward to ``q`` and the others pass it backward, each chain
-    adding its rank's part (both chains end together, the shorter one starting later);
-    all-gather: ``q`` sends it both ways, as far. Every rank sends and receives what a
-    one-way ring moves, in about half the hops. Returns the number of steps.
-    """
-    n = len(ring)
-    fwd = (n - 1) // 2
-    back = n - 1 - fwd
-    for step in range(back):
-        for q in range(n):
-            if op == REDUCE:
-                hops = []
-                if step >= back - fwd:  # forward chain q − fwd … q − 1 → q
-                    j = step - (back - fwd)
-                    hops.append((q - fwd + j, q - fwd + j + 1))
-                hops.append((q + back - step, q + back - step - 1))  # backward chain
-            else:
-                hops = [(q - step, q - step - 1)]
-                if step < fwd:
-                    hops.append((q + step, q + step + 1))
-            for x, y in hops:
-                for c in groups[q]:
-                    b.add(
-                        ring[x % n],
-                        ring[y % n],
-                        c,
-                        op,
-                        channel,
-                        net=True,
-                        release=release + step * step_release,
-                    )
-    return back
-
-
 def hier_ring(
     b: Builder,
     servers: Sequence[ServerInfo],
@@ -322,7 +275,7 @@ def hier_ring(
     ) -> None:
         """One network pass over the owners' ring, one way or both."""
         if bidirectional:
-            two_way_pass(b, ring, shards, channel, op, at, step)
+            b.ring_pass_two_way(ring, shards, channel, op, net=True, release=at, step_release=step)
         elif op == REDUCE:
             b.ring_reduce_scatter(ring, shards, channel, net=True, release=at, step_release=step)
         else:

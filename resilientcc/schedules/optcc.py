@@ -269,7 +269,7 @@ def alike_view(servers: Sequence[ServerInfo]) -> list[ServerInfo]:
     >>> tuple(sv.alive for sv in view[:2])
     ((1, 2, 3), (0, 1, 2))
     """
-    slow = [sv for sv in servers if not sv.healthy]
+    slow = _degraded(servers)
     if len(slow) < 2 or len({(sv.alive, sv.egress, sv.ingress) for sv in slow}) == 1:
         return list(servers)
     common = tuple(c for c in slow[0].alive if all(c in sv.alive for sv in slow))
@@ -733,6 +733,11 @@ def direct_allreduce(
                 xcount += 1
 
 
+def _degraded(servers: Sequence[ServerInfo]) -> list[ServerInfo]:
+    """The degraded servers (dead or slowed NICs), in order."""
+    return [sv for sv in servers if not sv.healthy]
+
+
 def _use_pipeline(servers: Sequence[ServerInfo], asked: object, other: bool) -> bool:
     """Whether ``optcc`` runs the pipelined hierarchical schedule (its ``pipeline`` option)."""
     if asked is not None and not isinstance(asked, bool):
@@ -754,7 +759,7 @@ def _use_pipeline(servers: Sequence[ServerInfo], asked: object, other: bool) -> 
     # above eight servers only where several degraded servers rule out the hierarchical
     # and weighted rings and leave the direct schedule (16 x 8 GPUs, 1 NIC lost on each of
     # two servers, 256 MiB: 1.361 x the bound against 2.211; Balance 1.466)
-    several = sum(1 for sv in servers if not sv.healthy) > 1
+    several = len(_degraded(servers)) > 1
     big = len(servers) > PIPELINE_MAX_SERVERS and not several
     return not (other or blocker is not None or big)
 
@@ -769,19 +774,20 @@ def _use_hier_ring(
     # half the NICs lost, 4 / 8 servers: 5.509 / 5.585 ms against the pipelined 5.685 /
     # 5.815; with 2 lost on 8 servers, where it owns a share, 5.839 against 5.394, 5.401
     # with the ring's later spacing and depth; 1 lost: 5.403 against 5.189)
-    owns_nothing = any(not sv.healthy and shares[sv.index] == 0 for sv in servers)
+    degraded = _degraded(servers)
+    owns_nothing = any(shares[sv.index] == 0 for sv in degraded)
     # above eight servers a straggler that owns a share and whose NICs are all alive but
     # slower keeps the weighted ring (16 x 8 GPUs, beta = 7/8, 1 GiB: 5.384 ms against
     # the hierarchical ring's 5.580, 5.478 with its rings both ways and 96 pieces)
-    dead_nics = any(not sv.healthy and len(sv.alive) < sv.nics for sv in servers)
+    dead_nics = any(len(sv.alive) < sv.nics for sv in degraded)
     few = len(servers) <= PIPELINE_MAX_SERVERS or not dead_nics
     if asked is False or (asked is None and few and not owns_nothing):
         return False
-    if sum(1 for sv in servers if not sv.healthy) > 1:
+    if len(degraded) > 1:
         blocker: str | None = "one degraded server at most"
     else:
         blocker = pipeline_blocker(servers)
-    if blocker is None and sum(1 for sv in servers if sv.healthy) < 2:
+    if blocker is None and len(servers) - len(degraded) < 2:
         blocker = "two healthy servers"
     if asked:
         if other:
@@ -795,8 +801,7 @@ def _use_hier_ring(
     # with no degraded server OptCC stays NCCL's ring above eight servers (16 x 8 GPUs,
     # 1 GiB: the hierarchical ring 5.327 ms, 5.300 with its rings both ways and 96
     # pieces, 1 % for 3.1 million transfers; the ring 5.353)
-    degraded = any(not sv.healthy for sv in servers)
-    return degraded and not other and blocker is None
+    return bool(degraded) and not other and blocker is None
 
 
 def _use_weighted_ring(
@@ -807,7 +812,7 @@ def _use_weighted_ring(
         raise ScheduleError(f"optcc: weighted_ring must be true or false, got {asked!r}")
     if asked is False or (asked is None and len(servers) <= PIPELINE_MAX_SERVERS):
         return None
-    degraded = [sv for sv in servers if not sv.healthy]
+    degraded = _degraded(servers)
     full = max(sv.bandwidth for sv in servers)
     ok = len(degraded) == 1 and full > 0
     beta = degraded[0].bandwidth / full if ok else Fraction(0)
@@ -914,7 +919,7 @@ def _ring_fraction(
         if blocker is not None:
             raise ScheduleError(f"optcc: ring_fraction needs {blocker}")
         return f
-    degraded = [sv for sv in servers if not sv.healthy]
+    degraded = _degraded(servers)
     if len(degraded) != 1 or _split_blocker(servers) is not None:
         return Fraction(0)
     d = degraded[0]
