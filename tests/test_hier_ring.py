@@ -16,10 +16,12 @@ from resilientcc.errors import ScheduleError
 from resilientcc.schedules import executor
 from resilientcc.schedules._build import Builder, server_view
 from resilientcc.schedules.balance import balance
+from resilientcc.schedules.hier_pipeline import nvlink_rings
 from resilientcc.schedules.hier_ring import (
     EGRESS_WINDOW_BYTES,
     FLAT_TAIL_BYTES,
     MAX_RING_PIECE_BYTES,
+    STAGE_CHANNEL,
     TWO_WAY_MIN_GPUS,
     TWO_WAY_MIN_HEALTHY,
     dealt_evenly,
@@ -28,6 +30,7 @@ from resilientcc.schedules.hier_ring import (
     default_ring_pieces,
     hier_ring,
     hier_ring_classes,
+    staging_gpu,
 )
 from resilientcc.schedules.ir import COPY, REDUCE
 from resilientcc.schedules.optcc import PIPELINE_MAX_SERVERS, optcc
@@ -99,7 +102,8 @@ def test_flat_tail_gathers_in_one_hop() -> None:
     """The last pieces' NVLink all-gather is flat on the healthy servers (each chunk
     copied by its holder alone) and a ring elsewhere (each chunk forwarded by G − 1 GPUs;
     the straggler, whose few holders would each send G − 1 copies, keeps its ring);
-    faster at the end (4 × 8 GPUs, half lost, 16 MiB: see the threshold below)."""
+    faster at the end (4 × 8 GPUs, half lost, 16 MiB: 218.7 → 211.2 µs; 238.7 → 222.2
+    before the straggler's partials were staged)."""
     topo = fail_nics(hierarchical(4, 4), 0, 2)
     sched = _build(topo, 5, flat_last=2)
     assert _gather_sources(sched, 4, 5) == [{3}, {3}, {3}, {1, 3}, {1, 3}]
@@ -111,7 +115,49 @@ def test_flat_tail_gathers_in_one_hop() -> None:
         b = Builder("hr", big.num_ranks)
         hier_ring(b, server_view(big), default_ring_pieces(size, 4), size, flat_last=flat)
         times.append(simulate(b.build(size, topology=big.shape_fingerprint), big).time_s)
-    assert times[1] < 0.95 * times[0]
+    assert times[1] < 0.98 * times[0]
+
+
+def test_staged_partials_fold_in_after_the_ring() -> None:
+    """The straggler's partials land as copies on :func:`staging_gpu` next to their owner,
+    and each is folded into the owner over NVLink after the network ring's last step
+    into it (so neither waits for the other to be written first); staged, 3 × 4 GPUs with
+    2 NICs lost, 16 MiB in 8 pieces, is faster than with the partials written into the
+    owners first (278 → 259 µs; threshold below)."""
+    topo = fail_nics(hierarchical(3, 4), 0, 2)
+    size = Fraction(2**24)
+    servers = server_view(topo)
+    rings = nvlink_rings(servers)
+    scheds, times = [], []
+    for stage in (True, False):
+        b = Builder("hr", topo.num_ranks)
+        hier_ring(b, servers, 8, size, stage=stage)
+        scheds.append(b.build(size, topology=topo.shape_fingerprint, check=True))
+        times.append(simulate(scheds[-1], topo).time_s)
+    staged = scheds[0]
+    by_id = {t.id: t for t in staged.transfers}
+    partials = [t for t in staged.transfers if t.src // 4 == 0 and t.dst // 4 != 0]
+    folds = {
+        (t.src, t.chunk): t
+        for t in staged.transfers
+        if t.channel == STAGE_CHANNEL and t.src // 4 == t.dst // 4
+    }
+    assert partials and len(folds) == len(partials)
+    for p in partials:
+        assert p.op == COPY
+        fold = folds[p.dst, p.chunk]
+        assert fold.op == REDUCE and fold.dst // 4 == p.dst // 4
+        assert p.dst == staging_gpu(rings[p.dst // 4], fold.dst)
+        assert p.id in fold.deps
+        ring_steps = [
+            by_id[d] for d in fold.deps if by_id[d].dst == fold.dst and by_id[d].src // 4 != 0
+        ]
+        assert [t.op for t in ring_steps] == [REDUCE]  # the ring's last step, before the fold
+    unstaged = scheds[1]
+    assert not any(
+        t.channel == STAGE_CHANNEL and t.src // 4 == t.dst // 4 for t in unstaged.transfers
+    )
+    assert times[0] < 0.96 * times[1]
 
 
 @given(st.integers(2, 400), st.sampled_from([2**20, 2**24, 2**28, 2**30, 2**32]))
@@ -238,7 +284,8 @@ def test_one_nic_left_is_near_the_bound() -> None:
 def test_half_the_nics_lost_near_the_bound_at_256_mib() -> None:
     """4 × 8 GPUs, half of one server's NICs lost, 256 MiB: within 12 % of the bound and
     faster than Balance and R2CC (1.163 × with 32 pieces and spacing 3; 1.116 × with the
-    64 pieces of :func:`default_ring_pieces` and spacing 2; 1.104 × with the flat tail)."""
+    64 pieces of :func:`default_ring_pieces` and spacing 2; 1.104 × with the flat tail;
+    1.095 × with the straggler's partials staged)."""
     topo = fail_nics(hierarchical(4, 8), 0, 4)
     assert_optcc_near_bound(
         topo, Fraction(2**28), "hierarchical ring", 1.12, [balance, r2cc_allreduce]

@@ -74,8 +74,8 @@ ones keep slack for ``d``. With the credit window it is faster than OptCC's dire
 schedule on 3 to 8 servers (1 GiB, 4 of 8 NICs lost, 3 / 4 / 5 / 8 servers: 5.643 /
 5.685 / 5.694 / 5.815 ms against 6.334 / 5.887 / 6.112 / 6.620); without it, it only
 tied on 4 servers (5.896). OptCC now runs the hierarchical ring
-(:mod:`~resilientcc.schedules.hier_ring`) in this regime instead (4 / 8 servers: 5.509 /
-5.585 ms).
+(:mod:`~resilientcc.schedules.hier_ring`) in this regime instead (4 / 8 servers: 5.497 /
+5.569 ms).
 """
 
 from __future__ import annotations

@@ -105,9 +105,9 @@ degraded server, its NICs lost or all slowed alike, is too slow to own a shard,
 pipelined hierarchical schedule with the network stage run as rings among the healthy
 servers (one flow per NIC and direction, not ``N²``), the straggler decoupled: it owns
 nothing, sends its partial of each shard straight to the owner and gets the result
-straight back. 1 GiB, 16 × 8 GPUs, 1 / 2 / 4 NICs lost: 5.485 / 5.476 / 5.611 ms,
+straight back. 1 GiB, 16 × 8 GPUs, 1 / 2 / 4 NICs lost: 5.483 / 5.480 / 5.585 ms,
 against 5.884 (weighted ring), 6.376 (rings plus tail) and 7.489 (direct); 4 and 8
-servers with 4 lost: 5.509 and 5.585 ms against the pipelined schedule's 5.685 and 5.815
+servers with 4 lost: 5.497 and 5.569 ms against the pipelined schedule's 5.685 and 5.815
 (but 8 servers, 2 lost, where the straggler owns a share there: 5.839 against 5.394).
 Its pipeline depth is :func:`~resilientcc.schedules.hier_ring.default_ring_pieces`
 (smaller pieces on fewer servers); from 8 healthy servers on its rings run both ways.
@@ -771,7 +771,7 @@ def _use_hier_ring(
     if asked is not None and not isinstance(asked, bool):
         raise ScheduleError(f"optcc: hier_ring must be true or false, got {asked!r}")
     # the default: above eight servers, or wherever the straggler owns nothing (1 GiB,
-    # half the NICs lost, 4 / 8 servers: 5.509 / 5.585 ms against the pipelined 5.685 /
+    # half the NICs lost, 4 / 8 servers: 5.497 / 5.569 ms against the pipelined 5.685 /
     # 5.815; with 2 lost on 8 servers, where it owns a share, 5.839 against 5.394, 5.401
     # with the ring's later spacing and depth; 1 lost: 5.403 against 5.189)
     degraded = _degraded(servers)
