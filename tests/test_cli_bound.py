@@ -139,3 +139,20 @@ def test_custom_topology_with_failures_has_no_fault_free_bound(tmp_path: Path) -
     res = _run("--topology", str(p))
     assert res.exit_code == 0 and "n/a" in res.stdout
     _assert_bad(_run("--topology", str(p), "--method", "closed-form"))
+
+
+@pytest.mark.parametrize("command", ["bound", "sim"])
+def test_json_stdout_is_one_object_in_a_real_process(command: str) -> None:
+    """In a real process (not ``CliRunner``) stdout holds the JSON object alone: HiGHS
+    writes a banner straight to file descriptor 1 on every solve, which the LP hides."""
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "resilientcc", command]
+    if command == "sim":
+        args.append("ring")
+    args += ["-n", "2", "-g", "2", "--size", "1MiB", "--fail", "0:1", "--json"]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=120, check=True)
+    d = json.loads(out.stdout)
+    assert d["lower_bound_s"] > 0
+    assert "HiGHS" not in out.stdout

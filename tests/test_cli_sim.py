@@ -49,6 +49,22 @@ def test_json_fields_and_values() -> None:
     if d["fault_free_ring_s"] is not None:  # bounds module present
         assert d["overhead_vs_fault_free_ring"] == pytest.approx(0.0, abs=1e-9)
         assert d["ratio_to_bound"] >= 1 - 1e-9
+    # the fault-free ring loads every NIC alike and keeps them busy: floor = time
+    assert d["byte_floor_s"] == pytest.approx(expected, rel=1e-9)
+    assert d["byte_floor_link"].startswith("s") and "nic" in d["byte_floor_link"]
+
+
+def test_byte_floor_separates_placement_from_dynamics() -> None:
+    """Balance on a degraded server: its busiest link (a surviving NIC of the straggler,
+    carrying the dead NICs' channels) sets a floor above the bound, and the run is at
+    least that long."""
+    d = _json("balance", *SMALL, "--fail", "0:2", "--zero-latency")
+    assert d["byte_floor_link"].startswith("s0.")
+    assert d["time_s"] >= d["byte_floor_s"] * (1 - 1e-9)
+    if d["lower_bound_s"] is not None:
+        assert d["byte_floor_ratio_to_bound"] > 1.05
+    table = _run("balance", *SMALL, "--fail", "0:2")
+    assert table.exit_code == 0 and "byte floor" in table.stdout
 
 
 def test_long_simulations_say_so_on_stderr(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,7 @@
 """Soundness of the whole stack: no correct schedule beats the LP lower bound in the simulator.
 
+Nor its own byte floor (its busiest link's bytes over capacity, computed without running it).
+
 A violation means a bug in the generator (not a correct AllReduce), the simulator (too
 fast) or the bound (too high).
 """
@@ -45,8 +47,13 @@ def test_simulated_time_is_at_least_the_bound(algo, topo_name, size):
     topo = TOPOLOGIES[topo_name]()
     s = generate(algo, topo, Fraction(size))
     assert executor.execute(s).ok
+    floor, link = sim.byte_floor(s, topo)
     for zero in (False, True):
-        t = sim.simulate(s, topo, zero_latency=zero).time_s
+        r = sim.simulate(s, topo, zero_latency=zero)
+        t = r.time_s
         assert t >= bound(topo_name, size) * (1 - 1e-9), (
             f"{algo} on {topo_name}: simulated {t:.6e} s < bound {bound(topo_name, size):.6e} s"
         )
+        # no run beats its busiest link; the static loads are the simulated ones
+        assert t >= floor * (1 - 1e-9), f"{algo} on {topo_name}: {t:.6e} s < {link}'s {floor:.6e}"
+        assert r.byte_floor() == pytest.approx((floor, link), rel=1e-12)

@@ -23,8 +23,12 @@ recomputed in :class:`~fractions.Fraction` arithmetic and checked against the so
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import sys
 import time
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -59,6 +63,31 @@ CERTIFY_UP_TO = 4000
 _TOL = 1e-9
 
 
+@contextlib.contextmanager
+def _solver_banner_hidden() -> Iterator[None]:
+    """Send what the solver writes to file descriptor 1 to the null device meanwhile.
+
+    HiGHS (1.16) prints its banner straight to descriptor 1 on every solve, whatever its
+    options, which would corrupt ``rcc bound --json`` / ``rcc sim --json`` on a terminal
+    or in a pipe. Python's own pending output is flushed first and lands where it should.
+    """
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):  # no descriptor 1 to redirect
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def solve_lp(g: BoundGraph, pool: list[BoundConstraint]) -> tuple[float, list[float]]:
     """Solve the LP restricted to ``pool``; return ``(T in units of M/c_max, duals)``."""
     import cvxpy as cp
@@ -71,7 +100,8 @@ def solve_lp(g: BoundGraph, pool: list[BoundConstraint]) -> tuple[float, list[fl
     cover = [cp.sum(f[[pos[e] for e in c.links]]) >= c.rhs for c in pool]
     prob = cp.Problem(cp.Minimize(t), [f <= capf * t, *cover])
     try:
-        prob.solve(solver="HIGHS")
+        with _solver_banner_hidden():
+            prob.solve(solver="HIGHS")
     except cp.error.SolverError as e:  # pragma: no cover - solver failure
         raise BoundError(f"LP solver failed: {e}") from None
     if prob.status not in ("optimal", "optimal_inaccurate") or t.value is None:

@@ -61,6 +61,7 @@ def sim_report(
         ff_lb = float(fault_free_lower_bound(topo, size).seconds)
     except (ImportError, ResilientCCError) as e:  # bounds unavailable for this topology
         bound_error = str(e) or type(e).__name__
+    floor_s, floor_link = res.byte_floor()
     over_ring = _ratio(res.time_s, ff_ring)
     over_lb = _ratio(res.time_s, ff_lb)
     out: dict[str, Any] = {
@@ -78,6 +79,9 @@ def sim_report(
         "lower_bound_s": lb,
         "ratio_to_bound": _ratio(res.time_s, lb),
         "bandwidth_ratio_to_bound": _ratio(res.bandwidth_s, lb),
+        "byte_floor_s": floor_s,
+        "byte_floor_link": floor_link,
+        "byte_floor_ratio_to_bound": _ratio(floor_s, lb),
         "fault_free_ring_s": ff_ring,
         "overhead_vs_fault_free_ring": None if over_ring is None else over_ring - 1,
         "fault_free_lower_bound_s": ff_lb,
@@ -118,6 +122,8 @@ def _print_table(rep: dict[str, Any]) -> None:
         ("  bandwidth part", t(rep["bandwidth_s"])),
         ("lower bound", t(rep["lower_bound_s"])),
         ("time / lower bound", ratio(rep["ratio_to_bound"])),
+        ("byte floor (busiest link's bytes / capacity)", t(rep["byte_floor_s"])),
+        ("  byte floor / lower bound", ratio(rep["byte_floor_ratio_to_bound"])),
         ("fault-free ring (2(p-1)/p · M/B)", t(rep["fault_free_ring_s"])),
         ("overhead vs fault-free ring", pct(rep["overhead_vs_fault_free_ring"])),
         ("fault-free lower bound", t(rep["fault_free_lower_bound_s"])),

@@ -5,10 +5,19 @@
 max-min fairly, connections are FIFO, and each transfer completes one route latency
 after its last byte leaves. It returns a :class:`SimResult` (time, latency part,
 per-link bytes and utilisation, per-transfer timeline). :func:`plot` draws it.
+:func:`byte_floor` (and :func:`link_loads`) give a schedule's busiest-link time without
+running it.
 See ``docs/simulator.md``.
 """
 
-from resilientcc.sim.flow import DEFAULT_BASE_LATENCY, LATENCY_MODES, maxmin_rates, simulate
+from resilientcc.sim.flow import (
+    DEFAULT_BASE_LATENCY,
+    LATENCY_MODES,
+    byte_floor,
+    link_loads,
+    maxmin_rates,
+    simulate,
+)
 from resilientcc.sim.plot import plot, plot_gantt
 from resilientcc.sim.result import SimResult
 from resilientcc.sim.routing import Router
@@ -18,6 +27,8 @@ __all__ = [
     "LATENCY_MODES",
     "Router",
     "SimResult",
+    "byte_floor",
+    "link_loads",
     "maxmin_rates",
     "plot",
     "plot_gantt",

@@ -56,6 +56,7 @@ import heapq
 import itertools
 import math
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,7 +69,14 @@ from resilientcc.sim.routing import Router
 from resilientcc.sim.sharing import Sharing
 from resilientcc.topology.model import Topology
 
-__all__ = ["DEFAULT_BASE_LATENCY", "LATENCY_MODES", "maxmin_rates", "simulate"]
+__all__ = [
+    "DEFAULT_BASE_LATENCY",
+    "LATENCY_MODES",
+    "byte_floor",
+    "link_loads",
+    "maxmin_rates",
+    "simulate",
+]
 
 DEFAULT_BASE_LATENCY = 8.4e-6
 LATENCY_MODES = ("critical_path", "rerun")
@@ -446,6 +454,72 @@ def _critical_path(prep: _Prepared, run: _Run) -> tuple[list[int], float]:
     return path, latency
 
 
+def _check_fits(schedule: Schedule, topology: Topology) -> None:
+    if schedule.ranks != topology.num_ranks:
+        raise SimulationError(
+            f"schedule {schedule.name!r} has {schedule.ranks} ranks but the topology has "
+            f"{topology.num_ranks} GPUs"
+        )
+    if schedule.topology is not None and schedule.topology != topology.shape_fingerprint:
+        raise SimulationError(f"schedule {schedule.name!r} was made for another topology")
+
+
+def _link_bytes(prep: _Prepared, n_links: int) -> np.ndarray:
+    """Bytes over every link: each transfer's bytes on every link of its route."""
+    route_bytes = np.bincount(prep.route, weights=prep.nbytes, minlength=len(prep.rlen))
+    return np.bincount(
+        prep.rlinks, weights=np.repeat(route_bytes, prep.rlen), minlength=n_links
+    ).astype(float)
+
+
+def link_loads(schedule: Schedule, topology: Topology) -> np.ndarray:
+    """Bytes every link of ``topology`` carries when ``schedule`` runs, without simulating.
+
+    Routes are the simulator's (:class:`~resilientcc.sim.routing.Router`, PXN and pinned
+    routes included), so this equals :attr:`SimResult.link_bytes`; indexed like
+    ``topology.links``.
+
+    Raises:
+        SimulationError: wrong topology or no route.
+    """
+    _check_fits(schedule, topology)
+    return _link_bytes(_Prepared(schedule, topology), len(topology.links))
+
+
+def byte_floor(schedule: Schedule, topology: Topology) -> tuple[float, str]:
+    """The schedule's byte floor: ``(seconds, link)`` of its busiest link, bytes / capacity.
+
+    No run of ``schedule`` can end sooner, whatever the order and overlap of its
+    transfers (latencies aside): ``simulate(..., zero_latency=True).time_s`` is at least
+    this. Set against the lower bound it says how much of a schedule's gap comes from
+    where it puts its bytes, and against the zero-latency time how much from the
+    dynamics (see ``docs/simulator.md``).
+
+    Examples:
+        >>> from fractions import Fraction
+        >>> from resilientcc.topology import hierarchical
+        >>> from resilientcc.schedules.ring import ring
+        >>> t = hierarchical(2, 8)
+        >>> secs, link = byte_floor(ring(t, Fraction(2**30)), t)
+        >>> round(secs / (2 * 15 / 16 * 2**30 / 400e9), 9), link
+        (1.0, 's0.nic0->rail0')
+    """
+    loads = link_loads(schedule, topology)
+    capacity = np.array([float(lk.capacity) for lk in topology.links])
+    return busiest_link_time(loads, capacity, [f"{lk.src}->{lk.dst}" for lk in topology.links])
+
+
+def busiest_link_time(
+    loads: np.ndarray, capacity: np.ndarray, names: Sequence[str]
+) -> tuple[float, str]:
+    """``(bytes / capacity, name)`` of the link where that is largest (``(0.0, "")`` if none)."""
+    if not len(loads) or not loads.any():
+        return 0.0, ""
+    times = np.divide(loads, capacity, out=np.zeros_like(loads), where=capacity > 0)
+    i = int(np.argmax(times))
+    return float(times[i]), names[i]
+
+
 def simulate(
     schedule: Schedule,
     topology: Topology,
@@ -484,13 +558,7 @@ def simulate(
         raise SimulationError(
             f"latency_mode: must be one of {', '.join(LATENCY_MODES)}, got {latency_mode!r}"
         )
-    if schedule.ranks != topology.num_ranks:
-        raise SimulationError(
-            f"schedule {schedule.name!r} has {schedule.ranks} ranks but the topology has "
-            f"{topology.num_ranks} GPUs"
-        )
-    if schedule.topology is not None and schedule.topology != topology.shape_fingerprint:
-        raise SimulationError(f"schedule {schedule.name!r} was made for another topology")
+    _check_fits(schedule, topology)
     base = 0.0 if zero_latency else float(base_latency)
     if base < 0:
         raise SimulationError(f"base_latency: must not be negative, got {base_latency!r}")
@@ -505,12 +573,8 @@ def simulate(
         latency_s = time_s - (_run(prep, True).makespan if prep.n else 0.0)
     else:
         latency_s = path_lat + base if prep.n else 0.0
-    # link loads
     n_links = len(topology.links)
-    route_bytes = np.bincount(prep.route, weights=prep.nbytes, minlength=len(prep.rlen))
-    link_bytes = np.bincount(
-        prep.rlinks, weights=np.repeat(route_bytes, prep.rlen), minlength=n_links
-    ).astype(float)
+    link_bytes = _link_bytes(prep, n_links)
     span = makespan if makespan > 0 else 1.0
     util = link_bytes / (prep.capacity * span) if n_links else np.zeros(0)
     arrays = {

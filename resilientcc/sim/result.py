@@ -91,6 +91,16 @@ class SimResult:
         out.sort(key=lambda r: (r[3], r[0]))
         return out
 
+    def byte_floor(self) -> tuple[float, str]:
+        """``(seconds, link)``: the busiest link's bytes over its capacity.
+
+        No order or overlap of this schedule's transfers ends sooner (latencies aside);
+        the same as :func:`resilientcc.sim.flow.byte_floor`, from this run's link bytes.
+        """
+        from resilientcc.sim.flow import busiest_link_time
+
+        return busiest_link_time(self.link_bytes, self.link_capacity, self.link_names)
+
     def busiest_links(self, k: int = 5) -> list[tuple[str, float, float]]:
         """The ``k`` links with the highest utilisation: ``(name, bytes, utilisation)``."""
         order = np.argsort(-self.link_utilisation, kind="stable")[:k]
