@@ -72,7 +72,8 @@ def _solver_banner_hidden() -> Iterator[None]:
     or in a pipe. Python's own pending output is flushed first and lands where it should.
     """
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
         saved = os.dup(1)
     except (OSError, ValueError):  # no descriptor 1 to redirect
         yield
@@ -82,7 +83,7 @@ def _solver_banner_hidden() -> Iterator[None]:
             os.dup2(null.fileno(), 1)
         yield
     finally:
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
