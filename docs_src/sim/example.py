@@ -4,7 +4,7 @@ from fractions import Fraction
 
 from resilientcc.schedules.balance import balance
 from resilientcc.schedules.ring import ring
-from resilientcc.sim import simulate
+from resilientcc.sim import byte_floor, simulate
 from resilientcc.topology import fail_nics, hierarchical
 
 size = Fraction(2**30)  # 1 GiB
@@ -18,7 +18,10 @@ bal = simulate(balance(degraded, size), degraded)  # traffic spread over survivi
 for name, r in [("fault-free ring", ff), ("naive ring", naive), ("balance", bal)]:
     print(f"{name:16} {r.time_s * 1e3:7.3f} ms  (latency part {r.latency_s * 1e6:5.1f} us)")
 print("busiest link under balance:", bal.busiest_links(1)[0][0])
+floor, link = byte_floor(balance(degraded, size), degraded)  # no run: bytes / capacity
+print(f"balance's byte floor: {floor * 1e3:.3f} ms on {link}")
 
 assert abs(ff.bandwidth_s - 2 * 15 / 16 * 2**30 / 400e9) < 1e-9 * ff.time_s
 assert naive.time_s > 1.9 * ff.time_s  # a surviving NIC carries two channels
 assert 1.33 < bal.time_s / ff.time_s < 1.37  # about 1/(1 - X)
+assert floor <= bal.time_s  # no run beats its busiest link
