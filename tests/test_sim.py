@@ -224,5 +224,10 @@ def test_docs_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     import runpy
     from pathlib import Path
 
-    runpy.run_path(str(Path(__file__).parent.parent / "docs_src" / "sim" / "example.py"))
-    assert "balance" in capsys.readouterr().out
+    root = Path(__file__).parent.parent
+    runpy.run_path(str(root / "docs_src" / "sim" / "example.py"))
+    out = capsys.readouterr().out
+    assert "balance" in out
+    page = (root / "docs" / "simulator.md").read_text()
+    for line in out.splitlines():  # the page shows what the example prints
+        assert line in page, line
