@@ -343,6 +343,12 @@ def hier_ring(
     # time, an NVLink ring step and each class's network ring step
     slots = {s: [pos[gpu(s, classes[i], t)] for i, t in keys] for s, pos in position.items()}
     members = [[gpu(t, cl, t) for t in owners] for cl in classes]
+    # where d's partial of each shard lands: its staging GPU, or the owner itself
+    lands = {
+        (i, t): staging_gpu(local_rings[t], owner) if stage else owner
+        for i, cl in enumerate(classes)
+        for t, owner in zip(owners, members[i], strict=True)
+    }
     per_piece = nbytes / pieces * (2 * no - 1) / no / g / LINE_NIC_BW
     nvl_step = NVL_LAT + nbytes / pieces / g / LINE_NVL_BW
     net_step = [
@@ -374,7 +380,7 @@ def hier_ring(
                         deps += sent_from.get((k - egress_window, src), ())
                     tid = b.add(
                         src,
-                        staging_gpu(local_rings[t], gpu(t, cl, t)) if stage else gpu(t, cl, t),
+                        lands[(i, t)],
                         chunk[(i, t)],
                         COPY if stage else REDUCE,
                         rail_of(cl, d, t),
@@ -386,10 +392,10 @@ def hier_ring(
             net_pass(members[i], shards, cl.rail, REDUCE, t_net, step)
             t_back = t_net + hops * step
             if d >= 0 and stage:  # fold the staged partials in last, over NVLink
-                for t in owners:
-                    owner = gpu(t, cl, t)
-                    y = staging_gpu(local_rings[t], owner)
-                    b.add(y, owner, chunk[(i, t)], REDUCE, STAGE_CHANNEL, release=t_back)
+                for t, owner in zip(owners, members[i], strict=True):
+                    b.add(
+                        lands[(i, t)], owner, chunk[(i, t)], REDUCE, STAGE_CHANNEL, release=t_back
+                    )
             if d >= 0:
                 for t in owners:
                     dst = gpu(d, cl, t)

@@ -56,7 +56,6 @@ import heapq
 import itertools
 import math
 import operator
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +63,7 @@ import numpy as np
 from resilientcc.errors import SimulationError
 from resilientcc.schedules.ir import Schedule
 from resilientcc.sim.maxmin import maxmin_rates
-from resilientcc.sim.result import SimResult
+from resilientcc.sim.result import SimResult, busiest_link_time
 from resilientcc.sim.routing import Router
 from resilientcc.sim.sharing import Sharing
 from resilientcc.topology.model import Topology
@@ -464,6 +463,10 @@ def _check_fits(schedule: Schedule, topology: Topology) -> None:
         raise SimulationError(f"schedule {schedule.name!r} was made for another topology")
 
 
+def _link_names(topology: Topology) -> tuple[str, ...]:
+    return tuple(f"{lk.src}->{lk.dst}" for lk in topology.links)
+
+
 def _link_bytes(prep: _Prepared, n_links: int) -> np.ndarray:
     """Bytes over every link: each transfer's bytes on every link of its route."""
     route_bytes = np.bincount(prep.route, weights=prep.nbytes, minlength=len(prep.rlen))
@@ -504,20 +507,10 @@ def byte_floor(schedule: Schedule, topology: Topology) -> tuple[float, str]:
         >>> round(secs / (2 * 15 / 16 * 2**30 / 400e9), 9), link
         (1.0, 's0.nic0->rail0')
     """
-    loads = link_loads(schedule, topology)
-    capacity = np.array([float(lk.capacity) for lk in topology.links])
-    return busiest_link_time(loads, capacity, [f"{lk.src}->{lk.dst}" for lk in topology.links])
-
-
-def busiest_link_time(
-    loads: np.ndarray, capacity: np.ndarray, names: Sequence[str]
-) -> tuple[float, str]:
-    """``(bytes / capacity, name)`` of the link where that is largest (``(0.0, "")`` if none)."""
-    if not len(loads) or not loads.any():
-        return 0.0, ""
-    times = np.divide(loads, capacity, out=np.zeros_like(loads), where=capacity > 0)
-    i = int(np.argmax(times))
-    return float(times[i]), names[i]
+    _check_fits(schedule, topology)
+    prep = _Prepared(schedule, topology)
+    loads = _link_bytes(prep, len(topology.links))
+    return busiest_link_time(loads, prep.capacity, _link_names(topology))
 
 
 def simulate(
@@ -602,7 +595,7 @@ def simulate(
         latency_mode=latency_mode,
         num_transfers=prep.n,
         num_events=run.events,
-        link_names=tuple(f"{lk.src}->{lk.dst}" for lk in topology.links),
+        link_names=_link_names(topology),
         critical_path=tuple(int(prep.ids[i]) for i in path),
         **arrays,
     )

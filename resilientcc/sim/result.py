@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["SimResult"]
+__all__ = ["SimResult", "busiest_link_time"]
+
+
+def busiest_link_time(
+    loads: np.ndarray, capacity: np.ndarray, names: Sequence[str]
+) -> tuple[float, str]:
+    """``(bytes / capacity, name)`` of the link where that is largest (``(0.0, "")`` if none)."""
+    if not len(loads) or not loads.any():
+        return 0.0, ""
+    times = np.divide(loads, capacity, out=np.zeros_like(loads), where=capacity > 0)
+    i = int(np.argmax(times))
+    return float(times[i]), names[i]
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,8 +109,6 @@ class SimResult:
         No order or overlap of this schedule's transfers ends sooner (latencies aside);
         the same as :func:`resilientcc.sim.flow.byte_floor`, from this run's link bytes.
         """
-        from resilientcc.sim.flow import busiest_link_time
-
         return busiest_link_time(self.link_bytes, self.link_capacity, self.link_names)
 
     def busiest_links(self, k: int = 5) -> list[tuple[str, float, float]]:
