@@ -24,11 +24,12 @@ from resilientcc.schedules.hier_pipeline import (
 )
 from resilientcc.schedules.optcc import (
     PIPELINE_MAX_SERVERS,
+    SLIVER_MIN_SERVERS,
     balanced_shares,
     optcc,
 )
 from resilientcc.schedules.r2cc import r2cc_allreduce
-from resilientcc.topology import fail_nics, hierarchical
+from resilientcc.topology import fail_nics, hierarchical, scale_server_nics
 
 M = Fraction(2**30)
 
@@ -167,8 +168,17 @@ def test_choice_of_variant():
     assert optcc(two, M, pieces=1).meta_get("variant") == "pipelined hierarchical"
     unlike = fail_nics(fail_nics(hierarchical(4, 4), 0, [0]), 1, [2])
     assert optcc(unlike, M, pieces=1).meta_get("variant") == "direct"
-    eight = fail_nics(hierarchical(PIPELINE_MAX_SERVERS, 4), 0, 1)
-    assert optcc(eight, M, pieces=1).meta_get("variant") == "pipelined hierarchical"
+    # one server with dead NICs owning a share: pipelined below SLIVER_MIN_SERVERS servers,
+    # the hierarchical ring with the straggler's sliver from there on
+    six = fail_nics(hierarchical(SLIVER_MIN_SERVERS - 1, 4), 0, 1)
+    assert optcc(six, M, pieces=1).meta_get("variant") == "pipelined hierarchical"
+    seven = fail_nics(hierarchical(SLIVER_MIN_SERVERS, 4), 0, 1)
+    assert optcc(seven, M, pieces=1, check=False).meta_get("variant") == "hierarchical ring"
+    # and so does a straggler whose NICs are all alive but slower
+    slow = scale_server_nics(hierarchical(SLIVER_MIN_SERVERS - 1, 4), 0, Fraction(3, 4))
+    assert optcc(slow, M, pieces=1).meta_get("variant") == "pipelined hierarchical"
+    slow = scale_server_nics(hierarchical(SLIVER_MIN_SERVERS, 4), 0, Fraction(3, 4))
+    assert optcc(slow, M, pieces=1, check=False).meta_get("variant") == "hierarchical ring"
     big = hierarchical(PIPELINE_MAX_SERVERS + 1, 2)
     assert optcc(big, M, pieces=1).meta_get("variant") != "pipelined hierarchical"
     # above eight servers too where several degraded servers leave only the direct one

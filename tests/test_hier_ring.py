@@ -28,12 +28,13 @@ from resilientcc.schedules.hier_ring import (
     default_egress_window,
     default_flat_tail,
     default_ring_pieces,
+    default_sliver,
     hier_ring,
     hier_ring_classes,
     staging_gpu,
 )
 from resilientcc.schedules.ir import COPY, REDUCE
-from resilientcc.schedules.optcc import PIPELINE_MAX_SERVERS, optcc
+from resilientcc.schedules.optcc import PIPELINE_MAX_SERVERS, SLIVER_MIN_SERVERS, optcc
 from resilientcc.schedules.r2cc import r2cc_allreduce
 from resilientcc.sim import simulate
 from resilientcc.topology import fail_nics, hierarchical, scale_server_nics
@@ -41,7 +42,16 @@ from resilientcc.topology import fail_nics, hierarchical, scale_server_nics
 M = Fraction(2**30)
 
 
-def _build(topo, pieces: int, window: int = 0, *, check: bool = True, two_way=None, flat_last=None):
+def _build(
+    topo,
+    pieces: int,
+    window: int = 0,
+    *,
+    check: bool = True,
+    two_way=None,
+    flat_last=None,
+    sliver=None,
+):
     b = Builder("hr", topo.num_ranks)
     hier_ring(
         b,
@@ -51,6 +61,7 @@ def _build(topo, pieces: int, window: int = 0, *, check: bool = True, two_way=No
         net_window=window,
         bidirectional=two_way,
         flat_last=flat_last,
+        sliver=sliver,
     )
     return b.build(M, topology=topo.shape_fingerprint, check=check)
 
@@ -230,12 +241,13 @@ def test_bytes_decouple_the_straggler(servers: int, gpus: int, lost: int) -> Non
     The straggler's dead NICs carry nothing and each alive one carries ``M / a``; on a
     healthy server the rails alive on the straggler carry the same, and so do the dead
     ones (dealing whole dead-rail shards to one NIC per owner would break this with 2 of
-    8 lost).
+    8 lost). Without a sliver (the default gives the straggler one where it can own a
+    part, :func:`test_sliver_loads_every_nic_alike`).
     """
     topo = hierarchical(servers, gpus)
     if lost:
         topo = fail_nics(topo, 0, lost)
-    out, inn = _net_bytes(_build(topo, 2, check=False), gpus)
+    out, inn = _net_bytes(_build(topo, 2, check=False, sliver=0), gpus)
     nh = servers - 1 if lost else servers
     healthy = Fraction(2 * (nh - 1) + (1 if lost else 0), nh)
     for srv in range(1 if lost else 0, servers):
@@ -249,6 +261,53 @@ def test_bytes_decouple_the_straggler(servers: int, gpus: int, lost: int) -> Non
             assert sum(v for (x, _), v in tally.items() if x == 0) == 1
             assert all(tally[0, c] == 0 for c in range(lost))
             assert {tally[0, c] for c in range(lost, gpus)} == {Fraction(1, a)}
+
+
+@pytest.mark.parametrize(
+    ("servers", "gpus", "lost"), [(3, 4, 1), (7, 4, 1), (8, 8, 1), (8, 8, 2), (9, 8, 3), (16, 8, 2)]
+)
+def test_sliver_loads_every_nic_alike(servers: int, gpus: int, lost: int) -> None:
+    """With the straggler owning :func:`default_sliver` ``w`` of every class, every alive
+    NIC of the cluster moves ``(1 + (N_h − 1) w)/a · M`` each way, exactly: the straggler
+    ``1 + (N_h − 1) w`` over its ``a`` alive NICs, a healthy server
+    ``(1 − w)(2N_h − 1)/N_h + w`` over all of its NICs, dead rails included, which is the
+    bound's water-filling (its byte floor is the bound). Without the sliver the healthy
+    NICs carry more and the straggler's less (the floor 1.023 × the bound on 16 × 8 GPUs
+    with 1 NIC lost), and the schedule is still an AllReduce."""
+    topo = fail_nics(hierarchical(servers, gpus), 0, lost)
+    w = default_sliver(server_view(topo))
+    nh, a = servers - 1, gpus - lost
+    assert 0 < w < Fraction(1, nh)
+    assert Fraction(2 * nh - 1, nh) * (1 - w) + w == (1 + (nh - 1) * w) * gpus / a
+    sched = _build(topo, 1, check=False)
+    if servers < 10:
+        executor.check(sched)
+    out, inn = _net_bytes(sched, gpus)
+    per_nic = (1 + (nh - 1) * w) / a
+    for tally in (out, inn):
+        assert all(tally[0, c] == 0 for c in range(lost))
+        assert {v for (x, c), v in tally.items() if (x, c) >= (0, lost)} == {per_nic}
+        assert len([v for v in tally.values() if v]) == (servers - 1) * gpus + a
+    old_out, _ = _net_bytes(_build(topo, 1, check=False, sliver=0), gpus)
+    assert max(v for (x, _), v in old_out.items() if x) > per_nic > old_out[0, lost]
+
+
+def test_sliver_is_faster_where_the_straggler_can_own_a_part() -> None:
+    """7 × 8 GPUs, 1 NIC lost (β = 7/8 > β*), 64 MiB: the sliver beats the decoupled
+    straggler, which loads every healthy NIC beyond the bound while the straggler's sit
+    idle part of the time (443 against 466 µs; 7 × 4 GPUs at 128 / 256 MiB: 1.397 / 2.629
+    against 1.430 / 2.716 ms, but at 64 MiB, in 6 pieces, 795 against 782 µs), and OptCC
+    picks it."""
+    topo = fail_nics(hierarchical(7, 8), 0, 1)
+    size = Fraction(2**26)
+    s = optcc(topo, size, check=False)
+    assert s.meta_get("variant") == "hierarchical ring"
+    assert s.meta_get("share_straggler") == str(default_sliver(server_view(topo)))
+    decoupled = optcc(topo, size, check=False, sliver=0)
+    assert decoupled.meta_get("variant") == "hierarchical ring"
+    assert decoupled.meta_get("share_straggler") == "0"
+    t, t0 = simulate(s, topo).time_s, simulate(decoupled, topo).time_s
+    assert float(lower_bound(topo, size).seconds) <= t < 0.97 * t0
 
 
 @pytest.mark.parametrize("servers", [3, 4, 5, 6])
@@ -344,12 +403,23 @@ def test_simulated_between_the_bound_and_balance() -> None:
 def test_optcc_chooses_the_hierarchical_ring_above_eight_servers() -> None:
     n = PIPELINE_MAX_SERVERS + 1
     for lost in (1, 2, 3):
-        s = optcc(fail_nics(hierarchical(n, 4), 0, lost), M, pieces=1, check=False)
+        topo = fail_nics(hierarchical(n, 4), 0, lost)
+        s = optcc(topo, M, pieces=1, check=False)
         assert s.meta_get("variant") == "hierarchical ring"
-        assert s.meta_get("share_straggler") == "0"
-    # a straggler whose NICs are slow (not dead) cannot run it: the weighted ring does
+        # β = 3/4 > β*: the straggler owns its sliver; β ≤ 1/2: nothing
+        w = default_sliver(server_view(topo))
+        assert s.meta_get("share_straggler") == str(w)
+        assert (w > 0) == (lost == 1)
+    # a straggler whose NICs are all slower (not dead) runs it too, with its sliver
+    # (it took the weighted ring before the sliver), and from SLIVER_MIN_SERVERS servers on
     slow = scale_server_nics(hierarchical(n, 2), 0, Fraction(7, 8))
-    assert optcc(slow, M, check=False).meta_get("variant") == "weighted ring"
+    s = optcc(slow, M, pieces=1, check=False)
+    assert s.meta_get("variant") == "hierarchical ring"
+    assert Fraction(s.meta_get("share_straggler")) == default_sliver(server_view(slow)) > 0
+    for servers, variant in ((SLIVER_MIN_SERVERS - 1, "pipelined"), (SLIVER_MIN_SERVERS, "hier")):
+        slow = scale_server_nics(hierarchical(servers, 2), 0, Fraction(7, 8))
+        assert optcc(slow, M, pieces=1, check=False).meta_get("variant").startswith(variant)
+    assert optcc(slow, M, weighted_ring=True).meta_get("variant") == "weighted ring"
     # two degraded servers: neither
     two = fail_nics(fail_nics(hierarchical(n, 2), 0, 1), 1, 1)
     assert optcc(two, M, pieces=1, check=False).meta_get("variant") != "hierarchical ring"
@@ -370,6 +440,8 @@ def test_optcc_chooses_the_hierarchical_ring_above_eight_servers() -> None:
         ({"hier_ring": True, "direct": True}, "cannot be combined"),
         ({"hier_ring": True, "weighted_ring": True}, "cannot be combined"),
         ({"hier_ring": True, "pipeline": True}, "cannot be combined"),
+        ({"sliver": "x"}, "sliver must be a number"),
+        ({"hier_ring": True, "sliver": 1}, r"sliver must be in \[0, 1\)"),
     ],
 )
 def test_bad_hier_ring_options(kwargs, match) -> None:
@@ -402,7 +474,10 @@ def test_straggler_egress_window(window: int) -> None:
     hier_ring(b, server_view(topo), 5, M, net_window=0, egress_window=window)
     sched = b.build(M, topology=topo.shape_fingerprint, check=True)
     per = len(sched.chunks) // 5
-    partials = [t for t in sched.transfers if t.src // gpus == 0 and t.dst // gpus != 0]
+    # (the straggler's sliver goes back to the owners on the return channels c + G)
+    net_out = [t for t in sched.transfers if t.src // gpus == 0 and t.dst // gpus != 0]
+    partials = [t for t in net_out if t.channel < gpus]
+    assert len(partials) < len(net_out)
     by_piece: dict[tuple[int, int], set[int]] = {}
     for t in partials:
         by_piece.setdefault((t.chunk // per, t.src), set()).add(t.id)

@@ -7,9 +7,10 @@ servers it measured 6.97 ms (1 GiB, 2 or 4 of 8 NICs lost on one server, 32 piec
 2.4 million transfers, ten minutes to simulate). Here the healthy servers instead run,
 for each rail's part of each piece, a ring reduce-scatter and a ring all-gather among
 themselves (NCCL's hierarchical ring, one flow per NIC and direction), and the degraded
-server ``d`` is *decoupled*: it owns nothing, sends its partial of every shard straight
-to the shard's owner's server and gets the result straight back as soon as the ring's
-reduce-scatter has ended there. Per piece:
+server ``d`` is *decoupled*: it owns no shard of the rings, sends its partial of every
+shard straight to the shard's owner's server and gets the result straight back as soon
+as the ring's reduce-scatter has ended there (and owns a sliver where it can, below).
+Per piece:
 
 1. **intra-server reduce-scatter** (ring over NVLink,
    :func:`~resilientcc.schedules.hier_pipeline.ring_order`): each rail's part ends, summed over the server, on the
@@ -22,6 +23,30 @@ reduce-scatter has ended there. Per piece:
 4. the owner **returns** the result to ``d``; **ring all-gather** among the healthy
    servers (its own connection, so the next piece's reduce-scatter is not queued behind);
 5. **intra-server all-gather** (NVLink).
+
+**The straggler's sliver** (``sliver``, default :func:`default_sliver`). Decoupled,
+``d`` moves ``M`` each way and a healthy server ``(2N_h − 1)/N_h · M``: where ``d`` keeps
+more than ``β* = N_h/(2N_h − 1)`` of a healthy server's bandwidth, its NICs then idle
+part of the time while every healthy NIC carries more than the bound needs (16 × 8 GPUs,
+1 NIC lost: 1.933 · M, 1.023 × the bound). ``d`` therefore owns a part ``w`` of every
+class of every piece (a chunk of its own, beside the owners' shards), exchanged in one
+hop: every owner sends its server's partial of it to ``d`` and gets the result back.
+``w`` makes ``d``'s NIC time, ``(1 + (N_h − 1) w)/β``, equal to a healthy server's,
+``(1 − w)(2N_h − 1)/N_h + w``: the bound's water-filling (``w = 0.047`` and ``1.890 · M``
+there), and :func:`sliver_class_sizes` sizes the classes so that every healthy NIC
+carries the same. The owners exchange it on ``d``'s alive rails in turn (the ``x``-th
+owner on the ``x``-th alive rail after the class's own), so the partials reach ``d`` on every alive
+NIC and land on its GPUs directly, a few on each (the first copied onto the GPU's spent
+copy, the rest added: no long chain of ordered writes into one buffer); a binomial tree
+over NVLink adds them into the GPU that holds ``d``'s own sum, a binomial broadcast gives
+the result to ``d``'s GPUs, and each landing GPU returns it to its owners. 1 GiB, 1 / 2
+NICs lost: 8 servers 4.988 / 5.145 ms (1.045 / 1.061 × the bound) where the pipelined
+schedule took 5.189 / 5.394, 16 servers 5.299 (1.045 ×) where the decoupled ring took
+5.483; 7 × 8 GPUs at 256 MiB 1.343 against 1.436 decoupled. On fewer servers the
+straggler's NVLink, not its NICs, sets the floor (its dead-rail GPU owns nothing, see
+:func:`~resilientcc.schedules.hier_pipeline.ring_order`) and the pipelined schedule is
+as fast or faster (6 servers, 1 / 2 lost: 5.022 / 5.106 against 4.987 / 5.092 ms), so
+OptCC uses the sliver from :data:`~resilientcc.schedules.optcc.SLIVER_MIN_SERVERS` on.
 
 Staging (``stage``, the default): the owner's chunk is written by the ring's last step
 and by ``d``'s partial, and two writes of one buffer are ordered, so one of them waits
@@ -112,8 +137,10 @@ __all__ = [
     "default_egress_window",
     "default_flat_tail",
     "default_ring_pieces",
+    "default_sliver",
     "hier_ring",
     "hier_ring_classes",
+    "sliver_class_sizes",
     "staging_gpu",
 ]
 
@@ -136,8 +163,14 @@ HOP_PIECE_BYTES = 2 * 2**20
 MAX_RING_PIECE_BYTES = Fraction(2**30, 96)
 
 
-def hier_ring_classes(servers: Sequence[ServerInfo]) -> list[PipeClass]:
+def hier_ring_classes(
+    servers: Sequence[ServerInfo], sliver: Fraction = Fraction(0)
+) -> list[PipeClass]:
     """The rails' parts of a piece: one class per rail (``rail_d = −1``: dead on ``d``).
+
+    With a ``sliver`` (:func:`default_sliver`; only where the dead rails are cut, not
+    dealt) the sizes load every healthy NIC alike with the sliver's traffic counted
+    (:func:`sliver_class_sizes`).
 
     >>> from resilientcc.topology import hierarchical, fail_nics
     >>> from resilientcc.schedules._build import server_view
@@ -152,14 +185,78 @@ def hier_ring_classes(servers: Sequence[ServerInfo]) -> list[PipeClass]:
     d = degraded[0]
     dead = [q for q in range(g) if q not in d.alive]
     n_h = len(servers) - 1
-    big, small = class_sizes(g, dead, len(servers), Fraction(1, n_h), Fraction(0))
     a = len(d.alive)
+    if sliver > 0 and not dealt_evenly(len(dead), a, n_h):
+        big, small = sliver_class_sizes(a, len(dead), n_h, sliver)
+        out = [PipeClass(c, c, big) for c in d.alive]
+        return out + [PipeClass(q, c, small) for q in dead for c in d.alive]
+    big, small = class_sizes(g, dead, len(servers), Fraction(1, n_h), Fraction(0))
     out = [PipeClass(c, c, big) for c in d.alive] if big > 0 else []
     if small > 0 and dealt_evenly(len(dead), a, n_h):
         out += [PipeClass(q, -1, small * a) for q in dead]
     elif small > 0:
         out += [PipeClass(q, c, small) for q in dead for c in d.alive]
     return out
+
+
+def default_sliver(servers: Sequence[ServerInfo]) -> Fraction:
+    """The part of every class the straggler owns: its NIC time equal to a healthy one's.
+
+    With ``N_h`` healthy servers, a healthy server moves ``(1 − w)(2N_h − 1)/N_h + w``
+    (times ``M``, each way) and the straggler ``1 + (N_h − 1) w`` at ``β`` of the
+    bandwidth; equal at ``w = (A − 1/β) / ((A − 1) + (N_h − 1)/β)`` with ``A = (2N_h −
+    1)/N_h``: the bound's placement. Zero where the straggler is too slow to own
+    anything (``β ≤ β*``, ``A ≤ 1/β``) and where its dead rails are dealt
+    (:func:`dealt_evenly`, which needs ``β ≤ 1/2``).
+
+    >>> from resilientcc.topology import hierarchical, fail_nics
+    >>> from resilientcc.schedules._build import server_view
+    >>> w = default_sliver(server_view(fail_nics(hierarchical(16, 8), 0, 1)))
+    >>> w, round(float(w), 4)
+    (Fraction(83, 1778), 0.0467)
+    >>> default_sliver(server_view(fail_nics(hierarchical(16, 8), 0, 4)))
+    Fraction(0, 1)
+    """
+    degraded = [sv for sv in servers if not sv.healthy]
+    if len(degraded) != 1:
+        return Fraction(0)
+    d = degraded[0]
+    g = d.nics
+    dead = g - len(d.alive)
+    n_h = len(servers) - 1
+    if not d.alive or n_h < 2 or dealt_evenly(dead, len(d.alive), n_h):
+        return Fraction(0)
+    top = max(sv.bandwidth for sv in servers)
+    beta = d.bandwidth / top
+    big = Fraction(2 * n_h - 1, n_h)
+    w = (big - 1 / beta) / ((big - 1) + (n_h - 1) / beta)
+    return max(Fraction(0), w)
+
+
+def sliver_class_sizes(
+    alive: int, dead: int, owners: int, w: Fraction
+) -> tuple[Fraction, Fraction]:
+    """Sizes ``(A, b)`` of the alive rails' classes and of the cut dead rails' ones.
+
+    A healthy NIC on an alive rail ``c`` carries its class's ring, ``A(1 − w)·r`` with
+    ``r = 2(N_h − 1)/N_h``, and the straggler's traffic of every class on ``c``, ``(A +
+    L·b)·e`` with ``e = (1 − w)/N_h + w`` (the ring part's partial and result of the
+    shard it owns, and the sliver's partial and result); a NIC on a dead rail only the
+    ring of its ``a`` cut classes, ``a·b(1 − w)·r``. Equal, with ``a·A + L·a·b = 1``. At
+    ``w = 0`` these are :func:`~resilientcc.schedules.hier_pipeline.class_sizes`'
+    balanced sizes.
+
+    >>> from resilientcc.schedules.hier_pipeline import class_sizes
+    >>> sliver_class_sizes(7, 1, 15, Fraction(0)) == class_sizes(8, [0], 16, Fraction(1, 15), 0)
+    True
+    >>> sliver_class_sizes(7, 1, 15, Fraction(83, 1778))  # 16 servers, 1 of 8 NICs lost
+    (Fraction(14, 113), Fraction(15, 791))
+    """
+    r = Fraction(2 * (owners - 1), owners)
+    e = (1 - w) / owners + w
+    ratio = (alive * (1 - w) * r - dead * e) / ((1 - w) * r + e)
+    small = 1 / (alive * ratio + dead * alive)
+    return ratio * small, small
 
 
 def default_ring_pieces(size: Fraction, servers: int) -> int:
@@ -268,6 +365,7 @@ def hier_ring(
     merge: int = 1,
     flat_last: int | None = None,
     stage: bool = True,
+    sliver: Fraction | None = None,
 ) -> list[PipeClass]:
     """Add the hierarchical ring AllReduce of the whole buffer to ``b`` (see the module docs).
 
@@ -285,8 +383,9 @@ def hier_ring(
     8 × 8 GPUs, 4 NICs lost, 1 GiB, ``merge`` 1 / 2 / 4 / 7: 5.588 / 5.600 / 5.629 /
     5.860 ms). ``stage``: the straggler's partials land on a staging GPU of the owner's
     server and are folded into the owner over NVLink after the network ring
-    (:func:`staging_gpu`); without it they go straight to the owner. Returns the classes
-    of every piece.
+    (:func:`staging_gpu`); without it they go straight to the owner. ``sliver``: the part
+    of every class the straggler owns (default :func:`default_sliver`; 0 = none).
+    Returns the classes of every piece.
     """
     if egress_window is None:
         egress_window = default_egress_window(size, pieces)
@@ -318,7 +417,14 @@ def hier_ring(
     alive_d = list(degraded.alive) if degraded is not None else []
     dead_pos = {q: j for j, q in enumerate(q for q in range(g) if q not in alive_d)}
     owner_pos = {t: x for x, t in enumerate(owners)}
-    classes = hier_ring_classes(servers)
+    w = default_sliver(servers) if sliver is None else Fraction(sliver)
+    if not 0 <= w < 1:
+        raise ScheduleError(f"optcc: the straggler's sliver must be in [0, 1), got {w}")
+    classes = hier_ring_classes(servers, w)
+    if w and (d < 0 or any(cl.rail_d < 0 for cl in classes)):
+        raise ScheduleError(
+            "optcc: a sliver needs one degraded server whose dead rails are cut, not dealt"
+        )
     piece = Fraction(1, pieces)
     nbytes = float(size)
 
@@ -356,14 +462,61 @@ def hier_ring(
     ]
     returns_into: dict[tuple[int, int], list[int]] = {}
     sent_from: dict[tuple[int, int], list[int]] = {}
+
+    def rail_gpu(s: int, rail: int) -> int:
+        return servers[s].ranks[servers[s].nic_gpu[rail]]
+
+    def sliver_rail(cl: PipeClass, t: int) -> int:
+        """The rail on which owner ``t`` exchanges the sliver of ``cl`` with ``d``.
+
+        The owners take ``d``'s alive rails in turn, from ``cl``'s own, so that the
+        slivers' partials reach ``d`` on every alive NIC and land on their GPUs directly.
+        """
+        return alive_d[(alive_d.index(cl.rail_d) + owner_pos[t]) % len(alive_d)]
+
+    def add_sliver(cl: PipeClass, c: int, at: float, back: float) -> None:
+        """The straggler's sliver ``c`` of class ``cl``: a one-hop exchange with every owner.
+
+        Owner ``t``'s partial crosses on ``sliver_rail`` and lands on ``d``'s GPU of
+        that rail: added into the holder (the GPU that ends ``d``'s NVLink reduce-scatter
+        of ``c``), copied onto any other GPU (its copy of ``c`` is spent once it has
+        passed it on), so no GPU takes a long chain of ordered writes. A binomial tree
+        over NVLink adds them into the holder, a binomial broadcast gives every GPU of
+        ``d`` the result (``c`` is not in ``d``'s ring all-gather), and each landing GPU
+        sends it back to the owners whose partials it took.
+        """
+        holder = rail_gpu(d, cl.rail_d)
+        landed: list[int] = []
+        for t in owners:
+            rail = sliver_rail(cl, t)
+            x = rail_gpu(d, rail)
+            op = REDUCE if x == holder or x in landed else COPY
+            b.add(rail_gpu(t, rail), x, c, op, rail, net=True, release=at)
+            if x != holder and x not in landed:
+                landed.append(x)
+        tail = [r for r in local_rings[d] if r != holder]
+        b.tree_reduce([holder, *landed], c, channel=STAGE_CHANNEL, release=at + net_step[0])
+        b.tree_bcast([holder, *tail], c, channel=STAGE_CHANNEL, release=back, flat=False)
+        for t in owners:
+            rail = sliver_rail(cl, t)
+            b.add(rail_gpu(d, rail), rail_gpu(t, rail), c, COPY, rail + g, net=True, release=back)
+
     b.order_by_release = True
     for k in range(pieces):
         t0 = k * per_piece
-        chunk = {(i, t): b.chunk(piece * classes[i].size / no) for i, t in keys}
+        chunk = {(i, t): b.chunk(piece * classes[i].size * (1 - w) / no) for i, t in keys}
         groups: dict[int, list[list[int]]] = {s: [[] for _ in range(g)] for s in local_rings}
         for s, slot in slots.items():
             for key, x in zip(keys, slot, strict=True):
                 groups[s][x].append(chunk[key])
+        # the straggler's slivers: one chunk per class, on every owner on the GPU of the
+        # rail it crosses to the straggler, on the straggler on the class's GPU
+        thin = {i: b.chunk(piece * cl.size * w) for i, cl in enumerate(classes)} if w else {}
+        sliver_ids = set(thin.values())
+        for i, c in thin.items():
+            for t in owners:
+                groups[t][position[t][rail_gpu(t, sliver_rail(classes[i], t))]].append(c)
+            groups[d][position[d][rail_gpu(d, classes[i].rail_d)]].append(c)
         for s, ring in local_rings.items():
             b.ring_reduce_scatter(
                 ring, groups[s], 0, release=t0, step_release=nvl_step, merge=merge
@@ -391,6 +544,8 @@ def hier_ring(
                     sent_from.setdefault((k, src), []).append(tid)
             net_pass(members[i], shards, cl.rail, REDUCE, t_net, step)
             t_back = t_net + hops * step
+            if w:
+                add_sliver(cl, thin[i], t_net, t_back)
             if d >= 0 and stage:  # fold the staged partials in last, over NVLink
                 for t, owner in zip(owners, members[i], strict=True):
                     b.add(
@@ -417,5 +572,7 @@ def hier_ring(
                     for c in group:
                         b.tree_bcast(ring[x:] + ring[:x], c, channel=1, release=t_ag)
                 continue
+            if s == d and thin:  # the slivers have their own broadcast
+                groups[s] = [[c for c in grp if c not in sliver_ids] for grp in groups[s]]
             b.ring_all_gather(ring, groups[s], 1, release=t_ag, step_release=nvl_step, merge=merge)
     return classes

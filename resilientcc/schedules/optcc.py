@@ -71,9 +71,11 @@ of trees in flight per server so that early pieces are not slowed by later ones
 (1 GiB, 4 × 8 GPUs, 4 NICs lost: 1.20 × the bound before, 1.12 × with these changes).
 
 **Pipelined hierarchical** (:mod:`~resilientcc.schedules.hier_pipeline`; the default up
-to :data:`PIPELINE_MAX_SERVERS` servers with no degraded server, or one that has lost
-whole NICs or whose NICs are all slowed alike, and owns a shard; where it owns nothing
-the hierarchical ring below is). Intra-server ring
+to :data:`PIPELINE_MAX_SERVERS` servers with no degraded server, or one whose NICs are
+all slowed alike and that owns a shard, and below :data:`SLIVER_MIN_SERVERS` servers
+with one that has lost whole NICs and owns a shard; where it owns nothing the
+hierarchical ring below is, and so it is with dead NICs from
+:data:`SLIVER_MIN_SERVERS` servers on). Intra-server ring
 reduce-scatter, the one-hop network exchange with the same shares, and a ring
 all-gather, pipelined over up to 64 pieces so that
 NVLink and the NICs are busy at once (1 GiB, 4 × 8 GPUs: 4.243 ms without failures,
@@ -99,16 +101,23 @@ NICs lost: 5.635 → 5.627 and 5.994 → 5.867 ms at 1 GiB, 1.554 → 1.471 and 
 ms at 256 MiB; with ``pipeline=False`` there, the pipelined variant being the default).
 
 **Hierarchical ring** (:mod:`~resilientcc.schedules.hier_ring`; the default where one
-server has lost whole NICs, above :data:`PIPELINE_MAX_SERVERS` servers, and wherever one
+server has lost whole NICs, from :data:`SLIVER_MIN_SERVERS` servers on, and wherever one
 degraded server, its NICs lost or all slowed alike, is too slow to own a shard,
 ``β ≤ β*``). The
 pipelined hierarchical schedule with the network stage run as rings among the healthy
 servers (one flow per NIC and direction, not ``N²``), the straggler decoupled: it owns
-nothing, sends its partial of each shard straight to the owner and gets the result
-straight back. 1 GiB, 16 × 8 GPUs, 1 / 2 / 4 NICs lost: 5.483 / 5.480 / 5.585 ms,
-against 5.884 (weighted ring), 6.376 (rings plus tail) and 7.489 (direct); 4 and 8
-servers with 4 lost: 5.497 and 5.569 ms against the pipelined schedule's 5.685 and 5.815
-(but 8 servers, 2 lost, where the straggler owns a share there: 5.839 against 5.394).
+no shard of the rings, sends its partial of each shard straight to the owner and gets
+the result straight back. Where it can own a part (``β > β*``) it owns a *sliver* of
+every class, exchanged in one hop with every owner and sized so that its NICs and the
+healthy ones are loaded for the same time, the bound's placement
+(:func:`~resilientcc.schedules.hier_ring.default_sliver`; 1 GiB, 8 servers, 1 / 2 NICs
+lost: 4.988 / 5.145 ms, 1.045 / 1.061 × the bound, where the pipelined schedule took
+5.189 / 5.394; 16 servers, 1 lost: 5.299 where the decoupled ring took 5.483). Before
+the sliver, 1 GiB, 16 × 8 GPUs, 1 / 2 / 4 NICs lost: 5.483 / 5.480 / 5.585 ms, against
+5.884 (weighted ring), 6.376 (rings plus tail) and 7.489 (direct); 4 and 8 servers with
+4 lost (no sliver there, ``β ≤ β*``): 5.497 and 5.569 ms against the pipelined
+schedule's 5.685 and 5.815 (but 8 servers, 2 lost, where the straggler owns a share
+there, without the sliver: 5.839 against 5.394).
 Its pipeline depth is :func:`~resilientcc.schedules.hier_ring.default_ring_pieces`
 (smaller pieces on fewer servers); from 8 healthy servers on its rings run both ways.
 A straggler whose NICs all run at half speed, 1 GiB: 5.515 ms on 4 servers (1.03 × the
@@ -163,7 +172,7 @@ from resilientcc.schedules.hier_pipeline import (
     hier_pipeline,
     pipeline_blocker,
 )
-from resilientcc.schedules.hier_ring import default_ring_pieces
+from resilientcc.schedules.hier_ring import default_ring_pieces, default_sliver
 from resilientcc.schedules.hier_ring import hier_ring as hier_ring_schedule
 from resilientcc.schedules.ir import COPY, REDUCE, Schedule
 from resilientcc.schedules.ring import ring
@@ -175,6 +184,7 @@ __all__ = [
     "ALIKE_SLACK",
     "DEEP_MAX_SERVERS",
     "PIPELINE_MAX_SERVERS",
+    "SLIVER_MIN_SERVERS",
     "DirectPlan",
     "alike_view",
     "balanced_shares",
@@ -192,6 +202,11 @@ LAG = 1.5
 #: one leaves its trees unbalanced and the ring part is ``2β − 1`` (not ``β``): each
 #: measured best in the simulator
 DEEP_MAX_SERVERS = 6
+
+#: from this many servers on, a straggler that lost whole NICs gets the hierarchical ring
+#: (with its sliver, :func:`~resilientcc.schedules.hier_ring.default_sliver`), not the
+#: pipelined schedule
+SLIVER_MIN_SERVERS = 7
 
 #: OptCC's default is the pipelined hierarchical schedule up to this many servers (where
 #: it can run); its transfers grow as ``pieces · N² · G²``: 0.5 to 1.2 million on 8 × 8
@@ -776,11 +791,14 @@ def _use_hier_ring(
     # with the ring's later spacing and depth; 1 lost: 5.403 against 5.189)
     degraded = _degraded(servers)
     owns_nothing = any(shares[sv.index] == 0 for sv in degraded)
-    # above eight servers a straggler that owns a share and whose NICs are all alive but
-    # slower keeps the weighted ring (16 x 8 GPUs, beta = 7/8, 1 GiB: 5.384 ms against
-    # the hierarchical ring's 5.580, 5.478 with its rings both ways and 96 pieces)
-    dead_nics = any(len(sv.alive) < sv.nics for sv in degraded)
-    few = len(servers) <= PIPELINE_MAX_SERVERS or not dead_nics
+    # from seven servers on, a straggler that owns a share gets it as the hierarchical
+    # ring's sliver (hier_ring.default_sliver). 1 GiB, 1 / 2 NICs lost: 6 servers 5.022
+    # / 5.106 ms against the pipelined 4.987 / 5.092, 7 servers 4.910 against 5.084, 8
+    # servers 4.988 / 5.145 against 5.189 / 5.394. Its NICs all at 7/8: 6 servers 5.064
+    # against 4.893, 7 servers 4.977 against 5.004, 8 servers 5.012 against 5.154 (256
+    # MiB: 1.381 against 1.486), 16 servers 5.350 against the weighted ring's 5.384
+    # (without the sliver the hierarchical ring took 5.478 there)
+    few = len(servers) < SLIVER_MIN_SERVERS
     if asked is False or (asked is None and few and not owns_nothing):
         return False
     if len(degraded) > 1:
@@ -855,6 +873,7 @@ def _layered(
     *,
     rings: bool,
     pipeline_timing: float = 0.0,
+    sliver: Fraction | None = None,
 ) -> Schedule:
     """OptCC's pipelined hierarchical variant, or with ``rings`` its hierarchical ring.
 
@@ -876,9 +895,10 @@ def _layered(
         w = 0
     b = Builder("optcc", topology.num_ranks)
     if rings:
-        classes = hier_ring_schedule(b, servers, k, size, net_window=w)
+        thin = default_sliver(servers) if sliver is None else Fraction(sliver)
+        classes = hier_ring_schedule(b, servers, k, size, net_window=w, sliver=thin)
         healthy = sum(1 for sv in servers if sv.healthy)
-        shares = {sv.index: Fraction(int(sv.healthy), healthy) for sv in servers}
+        shares = {sv.index: (1 - thin) / healthy if sv.healthy else thin for sv in servers}
     else:
         classes = hier_pipeline(
             b, servers, shares, k, net_window=w, timing=pipeline_timing, size=size
@@ -999,6 +1019,7 @@ def optcc(
     weighted_ring: bool | None = None,
     hier_ring: bool | None = None,
     pipeline_timing: float = 0.0,
+    sliver: Fraction | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -1069,13 +1090,16 @@ def optcc(
             ``pieces`` and ``net_window`` defaults as for ``pipeline``). Default: on
             where one server is degraded, the pipelined schedule could run
             (:func:`~resilientcc.schedules.hier_pipeline.pipeline_blocker`) and two
-            servers are healthy, if there are more than :data:`PIPELINE_MAX_SERVERS`
-            servers or the degraded one owns no shard (``β ≤ β*``); ``True`` asks for it
-            wherever it can run, ``False`` never.
+            servers are healthy, if it lost whole NICs and there are at least
+            :data:`SLIVER_MIN_SERVERS` servers, or if the degraded one owns no shard
+            (``β ≤ β*``); ``True`` asks for it wherever it can run, ``False`` never.
         pipeline_timing: the pipelined schedule orders its connections by estimated
             time, pieces ``pipeline_timing`` times a piece's estimated period apart
             (0 = piece by piece, the default; see
             :func:`~resilientcc.schedules.hier_pipeline.hier_pipeline`).
+        sliver: the hierarchical ring's straggler owns this part of every piece (default
+            :func:`~resilientcc.schedules.hier_ring.default_sliver`; 0 = none, the
+            decoupled straggler). Ignored by the other variants.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -1099,6 +1123,11 @@ def optcc(
         raise ScheduleError(
             f"optcc: pipeline_timing must be a non-negative number, got {pipeline_timing!r}"
         )
+    if sliver is not None:
+        try:
+            sliver = Fraction(str(sliver))
+        except (ValueError, ZeroDivisionError):
+            raise ScheduleError(f"optcc: sliver must be a number, got {sliver!r}") from None
     others = ring_fraction is not None or direct
     rings = _use_hier_ring(
         servers, shares, hier_ring, others or bool(weighted_ring) or bool(pipeline)
@@ -1118,7 +1147,9 @@ def optcc(
             pipeline_timing=pipeline_timing,
         )
     if rings:
-        return _layered(topology, servers, shares, size, pieces, check, net_window, rings=True)
+        return _layered(
+            topology, servers, shares, size, pieces, check, net_window, rings=True, sliver=sliver
+        )
     relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
     if relief is not None:
         base = weighted_ring_schedule(topology, size, relief[0], relief[1], check=check)
