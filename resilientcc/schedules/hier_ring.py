@@ -494,9 +494,9 @@ def hier_ring(
             b.add(rail_gpu(t, rail), x, c, op, rail, net=True, release=at)
             if x != holder and x not in landed:
                 landed.append(x)
-        tail = [r for r in local_rings[d] if r != holder]
+        rest = [r for r in local_rings[d] if r != holder]
         b.tree_reduce([holder, *landed], c, channel=STAGE_CHANNEL, release=at + net_step[0])
-        b.tree_bcast([holder, *tail], c, channel=STAGE_CHANNEL, release=back, flat=False)
+        b.tree_bcast([holder, *rest], c, channel=STAGE_CHANNEL, release=back, flat=False)
         for t in owners:
             rail = sliver_rail(cl, t)
             b.add(rail_gpu(d, rail), rail_gpu(t, rail), c, COPY, rail + g, net=True, release=back)
