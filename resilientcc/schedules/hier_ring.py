@@ -495,7 +495,11 @@ def hier_ring(
             if x != holder and x not in landed:
                 landed.append(x)
         rest = [r for r in local_rings[d] if r != holder]
-        b.tree_reduce([holder, *landed], c, channel=STAGE_CHANNEL, release=at + net_step[0])
+        # released no later than the broadcast that waits for it: ids follow releases,
+        # and a transfer ordered before its own dependency on a connection deadlocks
+        # (with one ring hop a small class's broadcast came first; 3 × 4 GPUs)
+        at_tree = min(at + net_step[0], back)
+        b.tree_reduce([holder, *landed], c, channel=STAGE_CHANNEL, release=at_tree)
         b.tree_bcast([holder, *rest], c, channel=STAGE_CHANNEL, release=back, flat=False)
         for t in owners:
             rail = sliver_rail(cl, t)
