@@ -189,22 +189,3 @@ def test_builder_arrange_gives_busy_positions_to_idle_gpus():
     # bcast: by sends; rank 0 sent 600 bytes so it never gets a busy free position
     out_b = b.arrange([3, 0, 1, 2, 4, 5, 6, 7], "bcast")
     assert out_b[0] == 3 and out_b[busiest] != 0
-
-
-def test_builder_refuses_ids_out_of_dependency_order() -> None:
-    """Ordered by release, a transfer released before one it depends on would get the
-    smaller id, and FIFO connections could then deadlock: ``build`` refuses it."""
-    from resilientcc.schedules.ir import COPY
-
-    def build(late: float):
-        b = Builder("x", 3)
-        b.order_by_release = True
-        c = b.chunk(Fraction(1))
-        first = b.add(0, 1, c, COPY, release=1.0)
-        b.add(1, 2, c, COPY, deps=[first], release=late)
-        b.add(2, 0, c, COPY, release=2.0)
-        return b.build(Fraction(8), topology=None, check=False)
-
-    assert [t.deps for t in build(1.5).transfers] == [(), (0,), (0, 1)]
-    with pytest.raises(ScheduleError, match="depends on the later transfer"):
-        build(0.5)

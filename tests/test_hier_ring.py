@@ -95,8 +95,6 @@ def test_is_an_allreduce(
         topo = fail_nics(topo, straggler, lost)
     sched = _build(topo, pieces, window, check=False, two_way=two_way, flat_last=flat_last)
     executor.check(sched)
-    # ids are a topological order of the deps, so no connection's FIFO order deadlocks
-    assert all(d < t.id for t in sched.transfers for d in t.deps)
 
 
 def _gather_sources(sched, gpus: int, pieces: int) -> list[set[int]]:
@@ -285,6 +283,9 @@ def test_sliver_loads_every_nic_alike(servers: int, gpus: int, lost: int) -> Non
     sched = _build(topo, 1, check=False)
     if servers < 10:
         executor.check(sched)
+    # ids in dependency order: every connection's FIFO order can then drain, lowest
+    # unfinished id first (no deadlock; Z3 proves the small cases below)
+    assert all(d < t.id for t in sched.transfers for d in t.deps)
     out, inn = _net_bytes(sched, gpus)
     per_nic = (1 + (nh - 1) * w) / a
     for tally in (out, inn):
