@@ -186,13 +186,13 @@ def hier_ring_classes(
     dead = [q for q in range(g) if q not in d.alive]
     n_h = len(servers) - 1
     a = len(d.alive)
-    if sliver > 0 and not dealt_evenly(len(dead), a, n_h):
+    dealt = dealt_evenly(len(dead), a, n_h)
+    if sliver > 0 and not dealt:
         big, small = sliver_class_sizes(a, len(dead), n_h, sliver)
-        out = [PipeClass(c, c, big) for c in d.alive]
-        return out + [PipeClass(q, c, small) for q in dead for c in d.alive]
-    big, small = class_sizes(g, dead, len(servers), Fraction(1, n_h), Fraction(0))
+    else:
+        big, small = class_sizes(g, dead, len(servers), Fraction(1, n_h), Fraction(0))
     out = [PipeClass(c, c, big) for c in d.alive] if big > 0 else []
-    if small > 0 and dealt_evenly(len(dead), a, n_h):
+    if small > 0 and dealt:
         out += [PipeClass(q, -1, small * a) for q in dead]
     elif small > 0:
         out += [PipeClass(q, c, small) for q in dead for c in d.alive]
@@ -438,7 +438,7 @@ def hier_ring(
         return alive_d[(dead_pos[cl.rail] * no + owner_pos[t]) % len(alive_d)]
 
     def gpu(s: int, cl: PipeClass, t: int) -> int:
-        return servers[s].ranks[servers[s].nic_gpu[rail_of(cl, s, t)]]
+        return servers[s].rail_rank(rail_of(cl, s, t))
 
     local_rings = nvlink_rings(servers)
     stage = stage and g >= 2
@@ -462,22 +462,36 @@ def hier_ring(
     ]
     returns_into: dict[tuple[int, int], list[int]] = {}
     sent_from: dict[tuple[int, int], list[int]] = {}
+    # the rail on which each owner exchanges each class's sliver with d: the owners take
+    # d's alive rails in turn, from the class's own, so that the partials reach d on every
+    # alive NIC and land on their GPUs directly (the same every piece)
+    sliver_rail = (
+        {
+            (i, t): alive_d[(alive_d.index(cl.rail_d) + x) % len(alive_d)]
+            for i, cl in enumerate(classes)
+            for x, t in enumerate(owners)
+        }
+        if w
+        else {}
+    )
+    # where each class's sliver sits in each server's NVLink ring: on an owner, the GPU
+    # of the rail it crosses to d; on d, the class's GPU
+    thin_slots = (
+        [
+            {
+                **{t: position[t][servers[t].rail_rank(sliver_rail[(i, t)])] for t in owners},
+                d: position[d][servers[d].rail_rank(cl.rail_d)],
+            }
+            for i, cl in enumerate(classes)
+        ]
+        if w
+        else []
+    )
 
-    def rail_gpu(s: int, rail: int) -> int:
-        return servers[s].ranks[servers[s].nic_gpu[rail]]
+    def add_sliver(i: int, c: int, at: float, back: float) -> None:
+        """The straggler's sliver ``c`` of class ``i``: a one-hop exchange with every owner.
 
-    def sliver_rail(cl: PipeClass, t: int) -> int:
-        """The rail on which owner ``t`` exchanges the sliver of ``cl`` with ``d``.
-
-        The owners take ``d``'s alive rails in turn, from ``cl``'s own, so that the
-        slivers' partials reach ``d`` on every alive NIC and land on their GPUs directly.
-        """
-        return alive_d[(alive_d.index(cl.rail_d) + owner_pos[t]) % len(alive_d)]
-
-    def add_sliver(cl: PipeClass, c: int, at: float, back: float) -> None:
-        """The straggler's sliver ``c`` of class ``cl``: a one-hop exchange with every owner.
-
-        Owner ``t``'s partial crosses on ``sliver_rail`` and lands on ``d``'s GPU of
+        Owner ``t``'s partial crosses on its ``sliver_rail`` and lands on ``d``'s GPU of
         that rail: added into the holder (the GPU that ends ``d``'s NVLink reduce-scatter
         of ``c``), copied onto any other GPU (its copy of ``c`` is spent once it has
         passed it on), so no GPU takes a long chain of ordered writes. A binomial tree
@@ -485,13 +499,13 @@ def hier_ring(
         ``d`` the result (``c`` is not in ``d``'s ring all-gather), and each landing GPU
         sends it back to the owners whose partials it took.
         """
-        holder = rail_gpu(d, cl.rail_d)
+        holder = servers[d].rail_rank(classes[i].rail_d)
         landed: list[int] = []
         for t in owners:
-            rail = sliver_rail(cl, t)
-            x = rail_gpu(d, rail)
+            rail = sliver_rail[(i, t)]
+            x = servers[d].rail_rank(rail)
             op = REDUCE if x == holder or x in landed else COPY
-            b.add(rail_gpu(t, rail), x, c, op, rail, net=True, release=at)
+            b.add(servers[t].rail_rank(rail), x, c, op, rail, net=True, release=at)
             if x != holder and x not in landed:
                 landed.append(x)
         rest = [r for r in local_rings[d] if r != holder]
@@ -502,8 +516,9 @@ def hier_ring(
         b.tree_reduce([holder, *landed], c, channel=STAGE_CHANNEL, release=at_tree)
         b.tree_bcast([holder, *rest], c, channel=STAGE_CHANNEL, release=back, flat=False)
         for t in owners:
-            rail = sliver_rail(cl, t)
-            b.add(rail_gpu(d, rail), rail_gpu(t, rail), c, COPY, rail + g, net=True, release=back)
+            rail = sliver_rail[(i, t)]
+            src, dst = servers[d].rail_rank(rail), servers[t].rail_rank(rail)
+            b.add(src, dst, c, COPY, rail + g, net=True, release=back)
 
     b.order_by_release = True
     for k in range(pieces):
@@ -518,9 +533,8 @@ def hier_ring(
         thin = {i: b.chunk(piece * cl.size * w) for i, cl in enumerate(classes)} if w else {}
         sliver_ids = set(thin.values())
         for i, c in thin.items():
-            for t in owners:
-                groups[t][position[t][rail_gpu(t, sliver_rail(classes[i], t))]].append(c)
-            groups[d][position[d][rail_gpu(d, classes[i].rail_d)]].append(c)
+            for s, x in thin_slots[i].items():
+                groups[s][x].append(c)
         for s, ring in local_rings.items():
             b.ring_reduce_scatter(
                 ring, groups[s], 0, release=t0, step_release=nvl_step, merge=merge
@@ -549,7 +563,7 @@ def hier_ring(
             net_pass(members[i], shards, cl.rail, REDUCE, t_net, step)
             t_back = t_net + hops * step
             if w:
-                add_sliver(cl, thin[i], t_net, t_back)
+                add_sliver(i, thin[i], t_net, t_back)
             if d >= 0 and stage:  # fold the staged partials in last, over NVLink
                 for t, owner in zip(owners, members[i], strict=True):
                     b.add(
