@@ -166,11 +166,14 @@ from resilientcc.schedules._build import (
     usable_view,
 )
 from resilientcc.schedules.hier_pipeline import (
+    RELAY_TIMING,
     default_healthy_pieces,
     default_net_window,
     default_pipeline_pieces,
     hier_pipeline,
     pipeline_blocker,
+    pipeline_relay,
+    relay_pieces,
 )
 from resilientcc.schedules.hier_ring import default_ring_pieces, default_sliver
 from resilientcc.schedules.hier_ring import hier_ring as hier_ring_schedule
@@ -872,15 +875,22 @@ def _layered(
     net_window: int | None,
     *,
     rings: bool,
-    pipeline_timing: float = 0.0,
+    pipeline_timing: float | None = None,
     sliver: Fraction | None = None,
+    relay: Fraction | None = None,
 ) -> Schedule:
     """OptCC's pipelined hierarchical variant, or with ``rings`` its hierarchical ring.
 
     (:mod:`~resilientcc.schedules.hier_pipeline`, :mod:`~resilientcc.schedules.hier_ring`.)
     """
+    if relay is None:
+        relay = Fraction(0) if rings else pipeline_relay(servers)
+    if pipeline_timing is None:
+        pipeline_timing = RELAY_TIMING if relay > 0 and not rings else 0.0
     if pieces is not None:
         k = pieces
+    elif relay > 0 and not rings:
+        k = relay_pieces(size, len(servers))
     elif rings:
         k = default_ring_pieces(size, len(servers))
     elif all(sv.healthy for sv in servers):
@@ -901,7 +911,7 @@ def _layered(
         shares = {sv.index: (1 - thin) / healthy if sv.healthy else thin for sv in servers}
     else:
         classes = hier_pipeline(
-            b, servers, shares, k, net_window=w, timing=pipeline_timing, size=size
+            b, servers, shares, k, net_window=w, timing=pipeline_timing, size=size, relay=relay
         )
     meta = (
         ("generator", "optcc"),
@@ -910,6 +920,7 @@ def _layered(
         *_share_meta(servers, shares),
         ("classes", ",".join(f"{c.rail}/{c.rail_d}:{c.size}" for c in classes)),
         ("ring_fraction", "0"),
+        *((("relay", str(relay)),) if relay > 0 and not rings else ()),
         ("variant", "hierarchical ring" if rings else "pipelined hierarchical"),
     )
     return b.build(size, topology=topology.shape_fingerprint, meta=meta, check=check)
@@ -1018,8 +1029,9 @@ def optcc(
     net_window: int | None = None,
     weighted_ring: bool | None = None,
     hier_ring: bool | None = None,
-    pipeline_timing: float = 0.0,
+    pipeline_timing: float | None = None,
     sliver: Fraction | None = None,
+    relay: Fraction | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -1095,11 +1107,20 @@ def optcc(
             (``β ≤ β*``); ``True`` asks for it wherever it can run, ``False`` never.
         pipeline_timing: the pipelined schedule orders its connections by estimated
             time, pieces ``pipeline_timing`` times a piece's estimated period apart
-            (0 = piece by piece, the default; see
-            :func:`~resilientcc.schedules.hier_pipeline.hier_pipeline`).
+            (0 = piece by piece; see
+            :func:`~resilientcc.schedules.hier_pipeline.hier_pipeline`). Default:
+            :data:`~resilientcc.schedules.hier_pipeline.RELAY_TIMING` with the relay,
+            else 0.
         sliver: the hierarchical ring's straggler owns this part of every piece (default
             :func:`~resilientcc.schedules.hier_ring.default_sliver`; 0 = none, the
             decoupled straggler). Ignored by the other variants.
+        relay: in the pipelined schedule each dead-rail GPU of a degraded server
+            reduces this part of every piece and relays it to and from the alive GPUs
+            over NVLink, whose stages are then direct on that server (default
+            :func:`~resilientcc.schedules.hier_pipeline.pipeline_relay`: ``1/9`` with
+            one of 8 NICs lost on up to six servers, else 0; 0 = the ring). With the relay the default
+            ``pieces`` is :func:`~resilientcc.schedules.hier_pipeline.relay_pieces`.
+            Ignored by the other variants.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -1119,10 +1140,17 @@ def optcc(
         raise ScheduleError(f"optcc: pieces must be a positive integer, got {pieces!r}")
     if net_window is not None and (not isinstance(net_window, int) or net_window < 0):
         raise ScheduleError(f"optcc: net_window must be a non-negative integer, got {net_window!r}")
-    if not isinstance(pipeline_timing, int | float) or not pipeline_timing >= 0:
+    if pipeline_timing is not None and (
+        not isinstance(pipeline_timing, int | float) or not pipeline_timing >= 0
+    ):
         raise ScheduleError(
             f"optcc: pipeline_timing must be a non-negative number, got {pipeline_timing!r}"
         )
+    if relay is not None:
+        try:
+            relay = Fraction(str(relay))
+        except (ValueError, ZeroDivisionError):
+            raise ScheduleError(f"optcc: relay must be a number, got {relay!r}") from None
     if sliver is not None:
         try:
             sliver = Fraction(str(sliver))
@@ -1145,6 +1173,7 @@ def optcc(
             net_window,
             rings=False,
             pipeline_timing=pipeline_timing,
+            relay=relay,
         )
     if rings:
         return _layered(
