@@ -106,8 +106,8 @@ __all__ = [
     "hier_pipeline",
     "nvlink_rings",
     "pipeline_blocker",
+    "pipeline_depth",
     "pipeline_relay",
-    "relay_pieces",
     "ring_order",
 ]
 
@@ -125,11 +125,15 @@ HEALTHY_PIECE_BYTES_PER_SERVER = 2 * 2**20
 WINDOW_BYTES = 16 * 2**20
 #: the relay (:func:`default_relay`) is used where it saves this part of the busiest port
 RELAY_MIN_GAIN = Fraction(1, 50)
-#: with the relay, OptCC orders the pipelined schedule by estimated time, pieces this many
-#: periods apart (``hier_pipeline``'s ``timing``), and doubles its pieces
-RELAY_TIMING = 1.0
-#: with the relay the pipeline is twice as deep on this many servers (:func:`relay_pieces`)
+#: a deep pipeline (:func:`pipeline_depth`) is ordered by estimated time, pieces this many
+#: periods apart (``hier_pipeline``'s ``timing``)
+DEEP_TIMING = 1.0
+#: the pipeline around a degraded server is deep where its default depth is at most this
+DEEP_MAX_BASE_PIECES = 32
+#: with the relay the pipeline is deep on this many servers at any size
 RELAY_DEEP_SERVERS = (4, 6)
+#: OptCC's default relay from this many bytes on (:func:`pipeline_relay`)
+RELAY_MIN_BYTES = 2**28
 #: OptCC's default relay only up to this many servers (:func:`pipeline_relay`)
 RELAY_MAX_SERVERS = 6
 
@@ -539,31 +543,45 @@ def default_relay(gpus: int, dead: int) -> Fraction:
     return u if direct <= (1 - RELAY_MIN_GAIN) * ring else Fraction(0)
 
 
-def relay_pieces(size: Fraction, servers: int) -> int:
-    """Pipeline depth with the relay: twice :func:`default_pipeline_pieces` on 4 to 6 servers.
+def pipeline_depth(size: Fraction, servers: int, relay: Fraction) -> tuple[int, float]:
+    """``(pieces, timing)`` of the pipelined schedule around a degraded server.
 
-    The relay takes the straggler's NVLink off the byte floor, and deeper pipelines
-    then pay off. Measured with one NIC lost, 1 GiB, 64 / 128 pieces (ratio to the
-    bound): 3 servers 1.069 / 1.091, 4 servers 1.073 / 1.058, 5 servers 1.087 / 1.071,
-    6 servers 4.970 / 4.922 ms; 256 MiB, 32 / 64 pieces: 3 servers 1.180 / 1.141, 4
-    servers 1.182 / 1.149 (with ``timing`` :data:`RELAY_TIMING`).
+    Deep: twice :func:`default_pipeline_pieces`, ordered by estimated time
+    (``timing`` :data:`DEEP_TIMING`; :func:`hier_pipeline`), where that pays: up to 256
+    MiB (:data:`DEEP_MAX_BASE_PIECES` pieces by default), and with the relay on
+    :data:`RELAY_DEEP_SERVERS` servers at any size, the relay having taken the
+    straggler's NVLink off the byte floor. Else the default depth, piece by piece.
+    Measured, ratio to the bound, default → deep: 256 MiB, 4 servers, 1 / 2 / 3 NICs
+    lost 1.182 (with the relay) / 1.199 / 1.261 → 1.149 / 1.160 / 1.208, 3 servers, 1 / 2
+    lost 1.180 / 1.221 → 1.141 / 1.163, 5 servers, 2 lost 1.215 → 1.207, 8 servers with
+    1 lost on two of them 1.255 → 1.205; 64 MiB, 4 servers, 1 / 2 lost 1.659 / 1.654 →
+    1.533 / 1.568. At 1 GiB, 1 lost with the relay, 3 / 4 / 5 servers 1.069 / 1.073 /
+    1.087 → 1.091 / 1.058 / 1.071 (6 servers 4.970 → 4.922 ms); 2 lost without it, 4
+    servers, 1.079 → 1.087.
 
-    >>> relay_pieces(Fraction(2**30), 4), relay_pieces(Fraction(2**30), 3)
-    (128, 64)
+    >>> pipeline_depth(Fraction(2**30), 4, Fraction(1, 9)), pipeline_depth(Fraction(2**30), 3, Fraction(1, 9))
+    ((128, 1.0), (64, 0.0))
+    >>> pipeline_depth(Fraction(2**28), 8, Fraction(0)), pipeline_depth(Fraction(2**30), 4, Fraction(0))
+    ((64, 1.0), (64, 0.0))
     """
     k = default_pipeline_pieces(size)
-    return 2 * k if RELAY_DEEP_SERVERS[0] <= servers <= RELAY_DEEP_SERVERS[1] else k
+    deep = k <= DEEP_MAX_BASE_PIECES or (
+        relay > 0 and RELAY_DEEP_SERVERS[0] <= servers <= RELAY_DEEP_SERVERS[1]
+    )
+    return (2 * k, DEEP_TIMING) if deep else (k, 0.0)
 
 
-def pipeline_relay(servers: Sequence[ServerInfo]) -> Fraction:
-    """:func:`default_relay` for the degraded servers of ``servers``.
+def pipeline_relay(servers: Sequence[ServerInfo], size: Fraction) -> Fraction:
+    """:func:`default_relay` for the degraded servers of ``servers`` and ``size`` bytes.
 
-    0 where none lost a NIC, and above :data:`RELAY_MAX_SERVERS` servers, where it
-    measured slower (8 × 8 GPUs, 256 MiB, 32 pieces, 1 NIC lost on each of two / three
-    servers: 1.300 / 1.271 × the bound against 1.255 / 1.216 without it).
+    0 where none lost a NIC; above :data:`RELAY_MAX_SERVERS` servers, where it measured
+    slower (8 × 8 GPUs, 256 MiB, 32 pieces, 1 NIC lost on each of two / three servers:
+    1.300 / 1.271 × the bound against 1.255 / 1.216 without it); and below
+    :data:`RELAY_MIN_BYTES`, where the pipeline's fill and drain outweigh the floor (4 ×
+    8 GPUs, 1 NIC lost, 64 MiB, both 16 pieces deep: 410 against 400 µs).
     """
     lost = {sv.nics - len(sv.alive) for sv in servers if not sv.healthy}
-    if len(lost) != 1 or len(servers) > RELAY_MAX_SERVERS:
+    if len(lost) != 1 or len(servers) > RELAY_MAX_SERVERS or size < RELAY_MIN_BYTES:
         return Fraction(0)
     return default_relay(servers[0].nics, lost.pop())
 

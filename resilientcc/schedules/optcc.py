@@ -166,14 +166,12 @@ from resilientcc.schedules._build import (
     usable_view,
 )
 from resilientcc.schedules.hier_pipeline import (
-    RELAY_TIMING,
     default_healthy_pieces,
     default_net_window,
-    default_pipeline_pieces,
     hier_pipeline,
     pipeline_blocker,
+    pipeline_depth,
     pipeline_relay,
-    relay_pieces,
 )
 from resilientcc.schedules.hier_ring import default_ring_pieces, default_sliver
 from resilientcc.schedules.hier_ring import hier_ring as hier_ring_schedule
@@ -884,19 +882,19 @@ def _layered(
     (:mod:`~resilientcc.schedules.hier_pipeline`, :mod:`~resilientcc.schedules.hier_ring`.)
     """
     if relay is None:
-        relay = Fraction(0) if rings else pipeline_relay(servers)
+        relay = Fraction(0) if rings else pipeline_relay(servers, size)
+    fault_free = all(sv.healthy for sv in servers)
+    deep_k, deep_timing = pipeline_depth(size, len(servers), relay)
     if pipeline_timing is None:
-        pipeline_timing = RELAY_TIMING if relay > 0 and not rings else 0.0
+        pipeline_timing = deep_timing if not rings and not fault_free else 0.0
     if pieces is not None:
         k = pieces
-    elif relay > 0 and not rings:
-        k = relay_pieces(size, len(servers))
+    elif not rings and not fault_free:
+        k = deep_k
     elif rings:
         k = default_ring_pieces(size, len(servers))
-    elif all(sv.healthy for sv in servers):
-        k = default_healthy_pieces(size, len(servers), len(servers[0].ranks))
     else:
-        k = default_pipeline_pieces(size)
+        k = default_healthy_pieces(size, len(servers), len(servers[0].ranks))
     if net_window is not None:
         w = net_window
     elif rings or len(servers) <= PIPELINE_MAX_SERVERS:
@@ -1077,7 +1075,7 @@ def optcc(
             straggler and shared connections (``ag_offset`` to ``avoid_stage`` are ignored).
         pipeline: the pipelined hierarchical schedule
             (:mod:`~resilientcc.schedules.hier_pipeline`; ``pieces`` default
-            :func:`~resilientcc.schedules.hier_pipeline.default_pipeline_pieces`, or
+            :func:`~resilientcc.schedules.hier_pipeline.pipeline_depth`, or
             :func:`~resilientcc.schedules.hier_pipeline.default_healthy_pieces` with no
             degraded server). Default:
             on when it can run (degraded servers alike, their alive NICs at one
@@ -1108,9 +1106,9 @@ def optcc(
         pipeline_timing: the pipelined schedule orders its connections by estimated
             time, pieces ``pipeline_timing`` times a piece's estimated period apart
             (0 = piece by piece; see
-            :func:`~resilientcc.schedules.hier_pipeline.hier_pipeline`). Default:
-            :data:`~resilientcc.schedules.hier_pipeline.RELAY_TIMING` with the relay,
-            else 0.
+            :func:`~resilientcc.schedules.hier_pipeline.hier_pipeline`). Default, and
+            default ``pieces``, around a degraded server:
+            :func:`~resilientcc.schedules.hier_pipeline.pipeline_depth`.
         sliver: the hierarchical ring's straggler owns this part of every piece (default
             :func:`~resilientcc.schedules.hier_ring.default_sliver`; 0 = none, the
             decoupled straggler). Ignored by the other variants.
@@ -1118,8 +1116,7 @@ def optcc(
             reduces this part of every piece and relays it to and from the alive GPUs
             over NVLink, whose stages are then direct on that server (default
             :func:`~resilientcc.schedules.hier_pipeline.pipeline_relay`: ``1/9`` with
-            one of 8 NICs lost on up to six servers, else 0; 0 = the ring). With the relay the default
-            ``pieces`` is :func:`~resilientcc.schedules.hier_pipeline.relay_pieces`.
+            one of 8 NICs lost, from 256 MiB, on up to six servers; else 0, the ring).
             Ignored by the other variants.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
