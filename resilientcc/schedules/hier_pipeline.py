@@ -37,6 +37,17 @@ unchanged. The sizes of ``A`` and ``B`` make every NIC of a healthy server carry
 same load (:func:`class_sizes`); every alive NIC of ``d`` carries ``1/(G − L)`` of ``d``'s
 traffic, which the shares already make equal to a healthy server's time.
 
+**The relay** (:func:`default_relay`). In ``d``'s rings its dead-rail GPUs own nothing,
+so with one of 8 lost the dead GPU and its ring neighbours move ``13/7 · M`` each way
+over NVLink where the others move ``7/4 · M``. With ``relay = u > 0`` ``d``'s two NVLink
+stages are direct instead (each GPU sends its partial of a group straight to the
+group's reducer; the reducer's adds run in turn) and each dead GPU reduces whole chunks
+worth ``u`` of every piece, which it copies to the alive GPU that sends them on the
+network and takes back from it for the all-gather: with ``u = 1/9`` no port of ``d``
+moves more than about ``16/9 · M``. OptCC uses it with one NIC lost from 256 MiB on up
+to six servers (:func:`pipeline_relay`) and then a deeper, time-ordered pipeline
+(:func:`pipeline_depth`).
+
 **A server whose NICs are all slower** (alive, all at the same fraction ``β``): no rail
 is dead, every class is one rail's part, and only the shares (from the bound) see its
 bandwidth. :func:`pipeline_blocker` accepts a degraded server whose alive NICs are all
@@ -382,6 +393,10 @@ def hier_pipeline(
     GPU's partials of piece ``k`` wait for its returns of piece ``k − net_window`` (0 =
     no window; see :func:`default_net_window`). The caller checks
     :func:`pipeline_blocker` first. Returns the classes of every piece.
+
+    ``relay``: the part of every piece each dead-rail GPU of the degraded servers
+    reduces and relays (0 = off, the ring; see the module docs and
+    :func:`default_relay`).
 
     ``timing`` (``> 0``, with ``size`` in bytes) orders each connection by estimated
     time instead of piece by piece: piece ``k`` starts at ``k · timing · P`` (``P``: a
