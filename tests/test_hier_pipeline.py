@@ -490,3 +490,28 @@ def test_relay_default_where_measured():
     one = alike_view(usable_view(server_view(fail_nics(hierarchical(4, 8), 0, 1))))
     assert pipeline_relay(one, Fraction(2**28)) == Fraction(1, 9)
     assert pipeline_relay(one, Fraction(2**28) - 1) == 0  # below 256 MiB
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(2, 5),
+    g=st.integers(3, 8),
+    data=st.data(),
+)
+def test_relay_schedules_pass_the_exact_executor(n, g, data):
+    """Any relay ``u`` with ``L·u < 1``, on any cluster with dead NICs on one server or on
+    several alike, gives a schedule the exact executor accepts (``optcc`` runs it before
+    returning), with the dead GPUs' copies on their own connections."""
+    lost = data.draw(st.integers(1, g - 1))
+    slow = data.draw(st.integers(1, max(1, n - 2)))
+    u = data.draw(st.fractions(min_value=Fraction(1, 100), max_value=Fraction(99, 100))) / lost
+    pieces = data.draw(st.integers(1, 4))
+    topo = hierarchical(n, g)
+    for srv in range(slow):
+        topo = fail_nics(topo, srv, lost)
+    try:
+        s = optcc(topo, Fraction(2**20), pieces=pieces, relay=u, pipeline=True)
+    except ScheduleError as e:  # the pipelined schedule cannot run on every such cluster
+        assert "pipeline" in str(e) or "healthy" in str(e), str(e)
+        return
+    assert s.meta_get("relay") == str(u)
