@@ -567,8 +567,8 @@ def pipeline_depth(size: Fraction, servers: int, relay: Fraction) -> tuple[int, 
     :data:`RELAY_DEEP_SERVERS` servers at any size, the relay having taken the
     straggler's NVLink off the byte floor. Else the default depth, piece by piece.
     Measured, ratio to the bound, default → deep: 256 MiB, 4 servers, 1 / 2 / 3 NICs
-    lost 1.182 (with the relay) / 1.199 / 1.261 → 1.149 / 1.160 / 1.208, 3 servers, 1 / 2
-    lost 1.180 / 1.221 → 1.141 / 1.163, 5 servers, 2 lost 1.215 → 1.207, 8 servers with
+    lost 1.182 (with the relay) / 1.199 / 1.261 → 1.149 / 1.160 / 1.208, 3 servers, 1
+    (with the relay) / 2 lost 1.180 / 1.221 → 1.141 / 1.163, 5 servers, 2 lost 1.215 → 1.207, 8 servers with
     1 lost on two of them 1.255 → 1.205; 64 MiB, 4 servers, 1 / 2 lost 1.659 / 1.654 →
     1.533 / 1.568. At 1 GiB, 1 lost with the relay, 3 / 4 / 5 servers 1.069 / 1.073 /
     1.087 → 1.091 / 1.058 / 1.071 (6 servers 4.970 → 4.922 ms); 2 lost without it, 4
