@@ -458,6 +458,8 @@ def hier_pipeline(
         s: {(q, p): Fraction(0) for q in helpers for p in range(g) if p not in helpers}
         for s, helpers in relayed.items()
     }
+    # what each helper owes each holder more every piece
+    accrual = {s: relay / pieces / (g - len(helpers)) for s, helpers in relayed.items()}
 
     # release times: a piece's start, its NVLink ring steps, the network stage after the
     # reduce-scatter, and each network stage; piece by piece (pieces 1000 apart, stages
@@ -491,10 +493,10 @@ def hier_pipeline(
         for (i, _t), c in chunk.items():
             for s, groups in ring_groups.items():
                 groups[slot[s][i]].append(c)
-        reducer: dict[tuple[int, int], int] = {}
+        reducer: dict[int, int] = {}
         for s, owed in debt.items():
             for key in owed:
-                owed[key] += relay * piece / (g - len(relayed[s]))
+                owed[key] += accrual[s]
         for s, ranks in ring_ranks.items():
             if s in relayed:
                 reducer.update(
@@ -610,7 +612,7 @@ def _relay_reduce(
     *,
     release: float,
     step: float,
-) -> dict[tuple[int, int], int]:
+) -> dict[int, int]:
     """A direct NVLink reduce-scatter of one piece on a server with dead-rail GPUs.
 
     ``groups[p]``: the chunks the GPU at position ``p`` of ``ranks`` holds for the
@@ -618,25 +620,23 @@ def _relay_reduce(
     reduces some of every alive holder's chunks (as many bytes as ``debt[(helper,
     holder)]`` has accrued: error diffusion over the pieces) and copies the sum to the
     holder; the holder reduces the rest itself. Every reducer receives the partials one
-    source per step in rotated order. Returns ``{(server rank, chunk): reducer}`` for
-    the chunks a helper reduced (keyed by holder rank).
+    source per step in rotated order. Returns ``{chunk: helper position}`` for the
+    chunks a helper reduced.
     """
     g = len(ranks)
     red = {p: list(grp) for p, grp in enumerate(groups)}  # chunks each position reduces
-    by_helper: dict[tuple[int, int], int] = {}
+    by_helper: dict[int, int] = {}
+    relayed: list[tuple[int, int, int]] = []  # (helper, holder, chunk), in that order
     for p, grp in enumerate(groups):
-        if not grp:
-            continue
-        mine = list(grp)
-        for q in helpers:
+        for q in helpers if grp else ():
             owed = debt[(q, p)]
-            for c in list(mine):
+            for c in list(red[p]):
                 size = b.chunk_sizes[c]
                 if 2 * owed >= size:
-                    mine.remove(c)
                     red[p].remove(c)
                     red[q].append(c)
-                    by_helper[(ranks[p], c)] = ranks[q]
+                    by_helper[c] = q
+                    relayed.append((q, p, c))
                     owed -= size
             debt[(q, p)] = owed
     for j in range(1, g):
@@ -644,8 +644,8 @@ def _relay_reduce(
             src = ranks[(p + j) % g]
             for c in red[p]:
                 b.add(src, ranks[p], c, REDUCE, 0, release=release + (j - 1) * step)
-    for (holder, c), helper in by_helper.items():
-        b.add(helper, holder, c, COPY, 2, release=release + g * step)
+    for q, p, c in relayed:
+        b.add(ranks[q], ranks[p], c, COPY, 2, release=release + g * step)
     return by_helper
 
 
@@ -653,21 +653,19 @@ def _relay_gather(
     b: Builder,
     ranks: Sequence[int],
     groups: Sequence[Sequence[int]],
-    by_helper: dict[tuple[int, int], int],
+    by_helper: dict[int, int],
     *,
     release: float,
     step: float,
 ) -> None:
     """The direct NVLink all-gather after :func:`_relay_reduce` (helpers get theirs back first)."""
     g = len(ranks)
-    pos = {r: p for p, r in enumerate(ranks)}
     for p, grp in enumerate(groups):
         for c in grp:
-            helper = by_helper.get((ranks[p], c))
-            if helper is not None:
-                b.add(ranks[p], helper, c, COPY, 3, release=release)
-            root = pos[helper] if helper is not None else p
+            root = by_helper.get(c, p)
+            if root != p:
+                b.add(ranks[p], ranks[root], c, COPY, 3, release=release)
             for j in range(1, g):
-                dst = ranks[(root + j) % g]
-                if dst != ranks[p]:
-                    b.add(ranks[root], dst, c, COPY, 1, release=release + j * step)
+                dst = (root + j) % g
+                if dst != p:
+                    b.add(ranks[root], ranks[dst], c, COPY, 1, release=release + j * step)

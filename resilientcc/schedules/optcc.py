@@ -881,20 +881,21 @@ def _layered(
 
     (:mod:`~resilientcc.schedules.hier_pipeline`, :mod:`~resilientcc.schedules.hier_ring`.)
     """
-    if relay is None:
-        relay = Fraction(0) if rings else pipeline_relay(servers, size)
-    fault_free = all(sv.healthy for sv in servers)
-    deep_k, deep_timing = pipeline_depth(size, len(servers), relay)
-    if pipeline_timing is None:
-        pipeline_timing = deep_timing if not rings and not fault_free else 0.0
+    # default depth and order: the ring's; without failures the healthy pipeline's;
+    # around a degraded server pipeline_depth (with the relay's, if any)
+    if rings:
+        relay = Fraction(0)  # the hierarchical ring has none
+        k, timing = default_ring_pieces(size, len(servers)), 0.0
+    elif all(sv.healthy for sv in servers):
+        relay = Fraction(0) if relay is None else relay  # asked for: hier_pipeline refuses
+        k, timing = default_healthy_pieces(size, len(servers), len(servers[0].ranks)), 0.0
+    else:
+        relay = pipeline_relay(servers, size) if relay is None else relay
+        k, timing = pipeline_depth(size, len(servers), relay)
     if pieces is not None:
         k = pieces
-    elif not rings and not fault_free:
-        k = deep_k
-    elif rings:
-        k = default_ring_pieces(size, len(servers))
-    else:
-        k = default_healthy_pieces(size, len(servers), len(servers[0].ranks))
+    if pipeline_timing is None:
+        pipeline_timing = timing
     if net_window is not None:
         w = net_window
     elif rings or len(servers) <= PIPELINE_MAX_SERVERS:
@@ -918,7 +919,7 @@ def _layered(
         *_share_meta(servers, shares),
         ("classes", ",".join(f"{c.rail}/{c.rail_d}:{c.size}" for c in classes)),
         ("ring_fraction", "0"),
-        *((("relay", str(relay)),) if relay > 0 and not rings else ()),
+        *((("relay", str(relay)),) if relay > 0 else ()),
         ("variant", "hierarchical ring" if rings else "pipelined hierarchical"),
     )
     return b.build(size, topology=topology.shape_fingerprint, meta=meta, check=check)
