@@ -299,6 +299,7 @@ def test_simulated_between_bound_and_the_other_variants():
     [
         "resilientcc.schedules.hier_pipeline",
         "resilientcc.schedules.optcc",
+        "resilientcc.schedules.direct",
         "resilientcc.schedules._build",
     ],
 )

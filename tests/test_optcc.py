@@ -9,14 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resilientcc.schedules import executor
-from resilientcc.schedules.optcc import (
-    PIPELINE_MAX_SERVERS,
-    balanced_shares,
-    default_pieces,
-    optcc,
-    piece_weights,
-    rail_weights,
-)
+from resilientcc.schedules.direct import default_pieces, piece_weights, rail_weights
+from resilientcc.schedules.optcc import PIPELINE_MAX_SERVERS, balanced_shares, optcc
 from resilientcc.schedules.r2cc import r2cc_allreduce, r2cc_model
 from resilientcc.schedules.ring import ring
 from resilientcc.topology import fail_nics, hierarchical, uniform_switch

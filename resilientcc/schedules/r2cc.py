@@ -30,8 +30,8 @@ from resilientcc.schedules._build import (
     nic_rings,
     server_view,
 )
+from resilientcc.schedules.direct import DirectPlan, default_pieces, direct_allreduce
 from resilientcc.schedules.ir import Schedule
-from resilientcc.schedules.optcc import DirectPlan, default_pieces, direct_allreduce
 from resilientcc.topology.model import Topology
 
 __all__ = ["r2cc_allreduce", "r2cc_model"]
