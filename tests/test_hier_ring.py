@@ -31,6 +31,7 @@ from resilientcc.schedules.hier_ring import (
     default_sliver,
     hier_ring,
     hier_ring_classes,
+    ring_steps,
     staging_gpu,
 )
 from resilientcc.schedules.ir import COPY, REDUCE
@@ -95,6 +96,54 @@ def test_is_an_allreduce(
         topo = fail_nics(topo, straggler, lost)
     sched = _build(topo, pieces, window, check=False, two_way=two_way, flat_last=flat_last)
     executor.check(sched)
+
+
+def _owner_offsets(sched, gpus: int, d: int, owners: list[int], op: str, channel: int):
+    """Per healthy server: the owner offsets ``(owner − server) mod N_h`` of the shards its
+    NVLink pass on ``channel`` moves, in id order (each shard once)."""
+    # every owner returns its shards to the straggler: that names each shard's owner
+    owner_of = {
+        t.chunk: t.src // gpus
+        for t in sched.transfers
+        if t.op == COPY and t.dst // gpus == d and t.src // gpus != d
+    }
+    pos = {s: x for x, s in enumerate(owners)}
+    out = {}
+    for s in owners:
+        seq: list[int] = []
+        for t in sched.transfers:
+            local = t.src // gpus == s == t.dst // gpus
+            if local and t.op == op and t.channel == channel and t.chunk in owner_of:
+                off = (pos[owner_of[t.chunk]] - pos[s]) % len(owners)
+                if t.chunk not in {c for c, _ in seq}:
+                    seq.append((t.chunk, off))
+        out[s] = [off for _, off in seq]
+    return out
+
+
+@pytest.mark.parametrize("two_way", [False, True])
+def test_shards_move_in_ring_order(two_way: bool) -> None:
+    """Each healthy server's NVLink reduce-scatter moves the shards in the order its
+    network ring sends them, its all-gather in the order they arrive: the same sequence
+    relative to the server on every healthy server (without the ordering, owner 1's shard
+    came first everywhere, so the NVLink all-gather of the server farthest from owner 1
+    waited for the ring's last hop). 1 GiB, 1 NIC lost: 16 servers 5.299 → 5.287 ms, 2
+    lost 5.411 → 5.392; 8 servers, 2 lost, 5.145 → 5.135."""
+    topo = fail_nics(hierarchical(6, 4), 0, 1)
+    owners = [1, 2, 3, 4, 5]
+    no = len(owners)
+    need, arrive = ring_steps(no, two_way, REDUCE), ring_steps(no, two_way, COPY)
+    for ordered in (True, False):
+        b = Builder("hr", topo.num_ranks)
+        hier_ring(b, server_view(topo), 1, M, bidirectional=two_way, sliver=0, shard_order=ordered)
+        sched = b.build(M, topology=topo.shape_fingerprint)
+        rs = _owner_offsets(sched, 4, 0, owners, REDUCE, 0)
+        ag = _owner_offsets(sched, 4, 0, owners, COPY, 1)
+        same = all(rs[s] == rs[1] and ag[s] == ag[1] for s in owners)
+        assert same == ordered
+        if ordered:  # what the network ring sends first (step 0), what is there first
+            assert need[(0, rs[1][0])] == 0
+            assert arrive[(0, ag[1][0])] == -1
 
 
 def _gather_sources(sched, gpus: int, pieces: int) -> list[set[int]]:

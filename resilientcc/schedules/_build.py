@@ -313,6 +313,10 @@ class Builder:
             self._readers[(dst, c)] = []
         return tid
 
+    def added(self) -> list[tuple[int, int, int, float]]:
+        """``(src, dst, chunk, release)`` of every transfer added so far, in order."""
+        return list(zip(self._src, self._dst, self._chunk, self._rel, strict=True))
+
     def end_time(self, tid: int) -> float:
         return self._end[tid]
 

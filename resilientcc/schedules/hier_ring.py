@@ -98,6 +98,15 @@ largest with few GPUs per server: with 2 it did not pay either (12 × 2 GPUs, 1 
 lost, 256 MiB, 32 pieces: 5.683 → 5.883 ms; 12 × 4 and 12 × 8 GPUs at 64 MiB, 16 pieces:
 0.901 → 0.858 and 0.686 → 0.562), hence :data:`TWO_WAY_MIN_GPUS`.
 
+Shard order: each healthy server's NVLink reduce-scatter moves the shards in the order
+its network ring sends them from there (its own last), its all-gather in the order they
+arrive there (its own first), ties between a two-way ring's directions broken by the
+owner's offset, so every healthy server does the same relative to itself
+(:func:`ring_steps`). In owner order, the same on every server, the server farthest from
+the first owner began its all-gather only after the ring's last hop (1 GiB, 1 / 2 / 4 NICs
+lost: 8 servers 4.988 / 5.145 / 5.569 → 4.986 / 5.135 / 5.568 ms, 16 servers 5.299 /
+5.411 / 5.585 → 5.286 / 5.391 / 5.587).
+
 The last pieces (:func:`default_flat_tail`) end with a flat NVLink all-gather on the
 healthy servers: one hop from each holder to every GPU of its server, where the ring
 takes ``G − 1`` (4 servers, half the NICs lost: 5.524 → 5.509 ms at 1 GiB, 1.498 →
@@ -352,6 +361,37 @@ def staging_gpu(ring: Sequence[int], owner: int) -> int:
     return ring[(list(ring).index(owner) + 1) % len(ring)]
 
 
+def ring_steps(owners: int, two_way: bool, op: str) -> dict[tuple[int, int], int]:
+    """``{(position, group): step}``: when a network ring pass among ``owners`` positions
+    first touches each group at each position.
+
+    Reduce-scatter (``op`` reduce): the step at which the position first *sends* the
+    group (its own group, never sent, gets ``owners``); all-gather: the step at which the
+    group *arrives* there (its own, there from the start, gets ``-1``). Read off the
+    builder's own passes, so it follows them.
+
+    >>> steps = ring_steps(4, False, REDUCE)
+    >>> tuple(steps[(0, q)] for q in range(4)), tuple(ring_steps(4, False, COPY)[(0, q)] for q in range(4))
+    ((4, 2, 1, 0), (-1, 2, 1, 0))
+    """
+    scratch = Builder("ring_steps", owners)
+    groups = [[scratch.chunk(Fraction(1, owners))] for _ in range(owners)]
+    ring = list(range(owners))
+    if two_way:
+        scratch.ring_pass_two_way(ring, groups, 0, op, release=0.0, step_release=1.0)
+    elif op == REDUCE:
+        scratch.ring_reduce_scatter(ring, groups, 0, release=0.0, step_release=1.0)
+    else:
+        scratch.ring_all_gather(ring, groups, 0, release=0.0, step_release=1.0)
+    out: dict[tuple[int, int], int] = {}
+    for src, dst, chunk, rel in scratch.added():
+        key = (src if op == REDUCE else dst, chunk)
+        out[key] = min(out.get(key, owners), int(rel))
+    for q in range(owners):
+        out[(q, q)] = owners if op == REDUCE else -1
+    return out
+
+
 def hier_ring(
     b: Builder,
     servers: Sequence[ServerInfo],
@@ -366,6 +406,7 @@ def hier_ring(
     flat_last: int | None = None,
     stage: bool = True,
     sliver: Fraction | None = None,
+    shard_order: bool = True,
 ) -> list[PipeClass]:
     """Add the hierarchical ring AllReduce of the whole buffer to ``b`` (see the module docs).
 
@@ -385,6 +426,9 @@ def hier_ring(
     server and are folded into the owner over NVLink after the network ring
     (:func:`staging_gpu`); without it they go straight to the owner. ``sliver``: the part
     of every class the straggler owns (default :func:`default_sliver`; 0 = none).
+    ``shard_order``: each healthy server's NVLink passes move the shards in the order
+    its network ring needs them (reduce-scatter) and they arrive (all-gather), by
+    :func:`ring_steps`; else in owner order on every server.
     Returns the classes of every piece.
     """
     if egress_window is None:
@@ -520,14 +564,39 @@ def hier_ring(
             src, dst = servers[d].rail_rank(rail), servers[t].rail_rank(rail)
             b.add(src, dst, c, COPY, rail + g, net=True, release=back)
 
+    # with ``shard_order``, each server's NVLink passes move the shards in the order the
+    # network ring needs them there (reduce-scatter) and they arrive (all-gather)
+    # (ties, the two directions of a two-way ring, broken by the owner's offset: the same
+    # order relative to every server)
+    rs_rank = {s: [(0, 0)] * len(keys) for s in slots}
+    ag_rank = {s: [(0, 0)] * len(keys) for s in slots}
+    if shard_order:
+        need = ring_steps(no, bidirectional, REDUCE)
+        arrive = ring_steps(no, bidirectional, COPY)
+        for s in slots:
+            if s == d:
+                continue
+            j = owner_pos[s]
+            off = [(owner_pos[t] - j) % no for _i, t in keys]
+            rs_rank[s] = [
+                (need[(j, owner_pos[t])], o) for (_i, t), o in zip(keys, off, strict=True)
+            ]
+            ag_rank[s] = [
+                (arrive[(j, owner_pos[t])], o) for (_i, t), o in zip(keys, off, strict=True)
+            ]
     b.order_by_release = True
     for k in range(pieces):
         t0 = k * per_piece
         chunk = {(i, t): b.chunk(piece * classes[i].size * (1 - w) / no) for i, t in keys}
         groups: dict[int, list[list[int]]] = {s: [[] for _ in range(g)] for s in local_rings}
+        ag_groups: dict[int, list[list[int]]] = {s: [[] for _ in range(g)] for s in local_rings}
         for s, slot in slots.items():
-            for key, x in zip(keys, slot, strict=True):
-                groups[s][x].append(chunk[key])
+            by_rs = sorted(range(len(keys)), key=rs_rank[s].__getitem__)
+            by_ag = sorted(range(len(keys)), key=ag_rank[s].__getitem__)
+            for e in by_rs:
+                groups[s][slot[e]].append(chunk[keys[e]])
+            for e in by_ag:
+                ag_groups[s][slot[e]].append(chunk[keys[e]])
         # the straggler's slivers: one chunk per class, on every owner on the GPU of the
         # rail it crosses to the straggler, on the straggler on the class's GPU
         thin = {i: b.chunk(piece * cl.size * w) for i, cl in enumerate(classes)} if w else {}
@@ -535,6 +604,7 @@ def hier_ring(
         for i, c in thin.items():
             for s, x in thin_slots[i].items():
                 groups[s][x].append(c)
+                ag_groups[s][x].append(c)
         for s, ring in local_rings.items():
             b.ring_reduce_scatter(
                 ring, groups[s], 0, release=t0, step_release=nvl_step, merge=merge
@@ -586,11 +656,12 @@ def hier_ring(
         t_ag = t_net + 2 * hops * max(net_step)
         for s, ring in local_rings.items():
             if k >= pieces - flat_last and s != d:  # each holder copies to every GPU
-                for x, group in enumerate(groups[s]):
+                for x, group in enumerate(ag_groups[s]):
                     for c in group:
                         b.tree_bcast(ring[x:] + ring[:x], c, channel=1, release=t_ag)
                 continue
+            ag = ag_groups[s]
             if s == d and thin:  # the slivers have their own broadcast
-                groups[s] = [[c for c in grp if c not in sliver_ids] for grp in groups[s]]
-            b.ring_all_gather(ring, groups[s], 1, release=t_ag, step_release=nvl_step, merge=merge)
+                ag = [[c for c in grp if c not in sliver_ids] for grp in ag]
+            b.ring_all_gather(ring, ag, 1, release=t_ag, step_release=nvl_step, merge=merge)
     return classes
