@@ -105,7 +105,8 @@ owner's offset, so every healthy server does the same relative to itself
 (:func:`ring_steps`). In owner order, the same on every server, the server farthest from
 the first owner began its all-gather only after the ring's last hop (1 GiB, 1 / 2 / 4 NICs
 lost: 8 servers 4.988 / 5.145 / 5.569 → 4.986 / 5.135 / 5.568 ms, 16 servers 5.299 /
-5.411 / 5.585 → 5.286 / 5.391 / 5.587).
+5.411 / 5.585 → 5.286 / 5.391 / 5.587; 256 MiB, 8 servers, 1 / 2 lost: 1.158 / 1.161 →
+1.146 / 1.152 × the bound).
 
 The last pieces (:func:`default_flat_tail`) end with a flat NVLink all-gather on the
 healthy servers: one hop from each holder to every GPU of its server, where the ring
