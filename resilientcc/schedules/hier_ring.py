@@ -429,7 +429,8 @@ def hier_ring(
     of every class the straggler owns (default :func:`default_sliver`; 0 = none).
     ``shard_order``: each healthy server's NVLink passes move the shards in the order
     its network ring needs them (reduce-scatter) and they arrive (all-gather), by
-    :func:`ring_steps`; else in owner order on every server.
+    :func:`ring_steps`; else in owner order on every server (with ``merge`` above 1 the
+    runs follow the chunk ids, i.e. owner order, either way).
     Returns the classes of every piece.
     """
     if egress_window is None:
@@ -565,26 +566,23 @@ def hier_ring(
             src, dst = servers[d].rail_rank(rail), servers[t].rail_rank(rail)
             b.add(src, dst, c, COPY, rail + g, net=True, release=back)
 
-    # with ``shard_order``, each server's NVLink passes move the shards in the order the
-    # network ring needs them there (reduce-scatter) and they arrive (all-gather)
-    # (ties, the two directions of a two-way ring, broken by the owner's offset: the same
-    # order relative to every server)
-    rs_rank = {s: [(0, 0)] * len(keys) for s in slots}
-    ag_rank = {s: [(0, 0)] * len(keys) for s in slots}
+    # the order in which each server's NVLink passes move the shards (indices into keys,
+    # the same every piece): with ``shard_order`` on the healthy servers, the order the
+    # network ring needs them there (reduce-scatter) and they arrive (all-gather), ties
+    # (a two-way ring's two directions) broken by the owner's offset, so that every
+    # healthy server does the same relative to itself; else owner order
+    rs_order = {s: list(range(len(keys))) for s in slots}
+    ag_order = {s: list(range(len(keys))) for s in slots}
     if shard_order:
         need = ring_steps(no, bidirectional, REDUCE)
         arrive = ring_steps(no, bidirectional, COPY)
+        pos = [owner_pos[t] for _i, t in keys]  # each shard's owner's ring position
         for s in slots:
             if s == d:
                 continue
             j = owner_pos[s]
-            off = [(owner_pos[t] - j) % no for _i, t in keys]
-            rs_rank[s] = [
-                (need[(j, owner_pos[t])], o) for (_i, t), o in zip(keys, off, strict=True)
-            ]
-            ag_rank[s] = [
-                (arrive[(j, owner_pos[t])], o) for (_i, t), o in zip(keys, off, strict=True)
-            ]
+            rs_order[s].sort(key=lambda e: (need[(j, pos[e])], (pos[e] - j) % no))
+            ag_order[s].sort(key=lambda e: (arrive[(j, pos[e])], (pos[e] - j) % no))
     b.order_by_release = True
     for k in range(pieces):
         t0 = k * per_piece
@@ -592,11 +590,9 @@ def hier_ring(
         groups: dict[int, list[list[int]]] = {s: [[] for _ in range(g)] for s in local_rings}
         ag_groups: dict[int, list[list[int]]] = {s: [[] for _ in range(g)] for s in local_rings}
         for s, slot in slots.items():
-            by_rs = sorted(range(len(keys)), key=rs_rank[s].__getitem__)
-            by_ag = sorted(range(len(keys)), key=ag_rank[s].__getitem__)
-            for e in by_rs:
+            for e in rs_order[s]:
                 groups[s][slot[e]].append(chunk[keys[e]])
-            for e in by_ag:
+            for e in ag_order[s]:
                 ag_groups[s][slot[e]].append(chunk[keys[e]])
         # the straggler's slivers: one chunk per class, on every owner on the GPU of the
         # rail it crosses to the straggler, on the straggler on the class's GPU
