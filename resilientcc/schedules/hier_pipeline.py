@@ -112,6 +112,7 @@ __all__ = [
     "class_sizes",
     "default_healthy_pieces",
     "default_net_window",
+    "default_pipeline_flat_tail",
     "default_pipeline_pieces",
     "default_relay",
     "hier_pipeline",
@@ -147,6 +148,11 @@ RELAY_DEEP_SERVERS = (4, 6)
 RELAY_MIN_BYTES = 2**28
 #: OptCC's default relay only up to this many servers (:func:`pipeline_relay`)
 RELAY_MAX_SERVERS = 6
+#: around one degraded server, on at least :data:`FLAT_TAIL_MIN_SERVERS` servers and
+#: where the pipeline is deep by size, the pieces in the last this many bytes end with a
+#: flat NVLink all-gather (:func:`default_pipeline_flat_tail`)
+FLAT_TAIL_BYTES = 24 * 2**20
+FLAT_TAIL_MIN_SERVERS = 4
 
 
 @dataclass(frozen=True)
@@ -386,6 +392,7 @@ def hier_pipeline(
     timing: float = 0.0,
     size: Fraction | None = None,
     relay: Fraction = Fraction(0),
+    flat_last: int = 0,
 ) -> list[PipeClass]:
     """Add the pipelined hierarchical AllReduce of the whole buffer to ``b``.
 
@@ -397,6 +404,11 @@ def hier_pipeline(
     ``relay``: the part of every piece each dead-rail GPU of the degraded servers
     reduces and relays (0 = off, the ring; see the module docs and
     :func:`default_relay`).
+
+    ``flat_last``: the last this many pieces end with a flat NVLink all-gather on every
+    server that does not relay: each GPU copies what it holds straight to every other
+    GPU of its server, one hop instead of the ring's ``G − 1``, over ``G − 1``
+    connections (see :func:`default_pipeline_flat_tail`).
 
     ``timing`` (``> 0``, with ``size`` in bytes) orders each connection by estimated
     time instead of piece by piece: piece ``k`` starts at ``k · timing · P`` (``P``: a
@@ -527,9 +539,14 @@ def hier_pipeline(
             for rank, rail in peers:
                 tid = b.add(owner, rank, c, COPY, rail + g, net=True, release=t_back)
                 returns_into.setdefault((k, rank), []).append(tid)
+        flat = k >= pieces - flat_last
         for s, ranks in ring_ranks.items():
             if s in relayed:
                 _relay_gather(b, ranks, ring_groups[s], reducer, release=t_ag, step=step)
+            elif flat:
+                for x, group in enumerate(ring_groups[s]):
+                    for c in group:
+                        b.tree_bcast(ranks[x:] + ranks[:x], c, channel=1, release=t_ag)
             else:
                 b.ring_all_gather(ranks, ring_groups[s], 1, release=t_ag, step_release=step)
     return classes
@@ -586,6 +603,55 @@ def pipeline_depth(size: Fraction, servers: int, relay: Fraction) -> tuple[int, 
         relay > 0 and RELAY_DEEP_SERVERS[0] <= servers <= RELAY_DEEP_SERVERS[1]
     )
     return (2 * k, DEEP_TIMING) if deep else (k, 0.0)
+
+
+def default_pipeline_flat_tail(servers: Sequence[ServerInfo], size: Fraction, pieces: int) -> int:
+    """Pieces of the pipelined schedule that end with a flat NVLink all-gather (``flat_last``).
+
+    A flat all-gather moves the ring's bytes in one hop instead of ``G − 1``, but each GPU
+    sends on ``G − 1`` connections at once, so the pieces in flight share its port
+    instead of queueing on one connection: it pays only at the end of the pipeline, where
+    nothing waits behind it, and where a piece's ``G − 1`` NVLink latencies weigh against
+    the buffer. Around one degraded server on :data:`FLAT_TAIL_MIN_SERVERS` servers or
+    more, up to 256 MiB (where the pipeline is deep by size, :func:`pipeline_depth`):
+    the pieces in the last :data:`FLAT_TAIL_BYTES`, at least one; else none. Measured
+    with server 0 losing 1 / 2 of 8 NICs, ratio to the bound, none → default:
+
+    =======  ==========================  ==========================
+    servers  size                        1 / 2 NICs lost
+    =======  ==========================  ==========================
+    4        64 MiB (6 of 16 pieces)     1.533 / 1.568 → 1.437 / 1.503
+    4        128 MiB (6 of 32)           1.287 / 1.294 → 1.246 / 1.260
+    4        256 MiB (6 of 64)           1.149 / 1.160 → 1.137 / 1.147
+    5        256 MiB                     1.208 / 1.207 → 1.192 / 1.191
+    6        256 MiB                     1.231 / 1.231 → 1.214 / 1.220
+    =======  ==========================  ==========================
+
+    4 servers, 256 MiB, the last 0 / 4 / 6 / 7 / 8 / 10 / 12 of 64 pieces: 1 lost 1.149 /
+    1.150 / 1.137 / 1.134 / 1.144 / 1.171 / 1.193, 2 lost 1.160 / 1.157 / 1.147 / 1.142 /
+    1.140 / 1.143 / 1.142 (hence 24 MiB, clear of the cliff). Not where it measured
+    slower or mixed (the last 28 MiB flat): at 1 GiB (4 servers, 1 / 2 lost, 1.058 /
+    1.079 → 1.064 / 1.084), at 512 MiB (4 servers, 1.082 / 1.153 → 1.086 / 1.142), on 3
+    servers (256 MiB, 1.141 / 1.163 → 1.174 / 1.183), and with several degraded servers
+    (256 MiB, 1 NIC lost on servers 0 and 1: 4 servers 1.164 → 1.207, 8 servers 1.205 →
+    1.178).
+
+    >>> from resilientcc.topology import hierarchical, fail_nics
+    >>> from resilientcc.schedules._build import server_view
+    >>> four = server_view(fail_nics(hierarchical(4, 8), 0, 1))
+    >>> default_pipeline_flat_tail(four, Fraction(2**28), 64), default_pipeline_flat_tail(four, Fraction(2**30), 128)
+    (6, 0)
+    >>> default_pipeline_flat_tail(four, Fraction(2**24), 4)  # every piece
+    4
+    """
+    degraded = sum(1 for sv in servers if not sv.healthy)
+    if (
+        degraded != 1
+        or len(servers) < FLAT_TAIL_MIN_SERVERS
+        or default_pipeline_pieces(size) > DEEP_MAX_BASE_PIECES
+    ):
+        return 0
+    return min(pieces, max(1, round(FLAT_TAIL_BYTES * pieces / size)))
 
 
 def pipeline_relay(servers: Sequence[ServerInfo], size: Fraction) -> Fraction:

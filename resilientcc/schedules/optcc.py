@@ -120,6 +120,7 @@ from resilientcc.schedules.direct import (
 from resilientcc.schedules.hier_pipeline import (
     default_healthy_pieces,
     default_net_window,
+    default_pipeline_flat_tail,
     hier_pipeline,
     pipeline_blocker,
     pipeline_depth,
@@ -364,6 +365,7 @@ def _layered(
     pipeline_timing: float | None = None,
     sliver: Fraction | None = None,
     relay: Fraction | None = None,
+    flat_tail: int | None = None,
 ) -> Schedule:
     """OptCC's pipelined hierarchical variant, or with ``rings`` its hierarchical ring.
 
@@ -397,8 +399,18 @@ def _layered(
         healthy = sum(1 for sv in servers if sv.healthy)
         shares = {sv.index: (1 - thin) / healthy if sv.healthy else thin for sv in servers}
     else:
+        if flat_tail is None:
+            flat_tail = default_pipeline_flat_tail(servers, size, k)
         classes = hier_pipeline(
-            b, servers, shares, k, net_window=w, timing=pipeline_timing, size=size, relay=relay
+            b,
+            servers,
+            shares,
+            k,
+            net_window=w,
+            timing=pipeline_timing,
+            size=size,
+            relay=relay,
+            flat_last=flat_tail,
         )
     meta = (
         ("generator", "optcc"),
@@ -408,6 +420,7 @@ def _layered(
         ("classes", ",".join(f"{c.rail}/{c.rail_d}:{c.size}" for c in classes)),
         ("ring_fraction", "0"),
         *((("relay", str(relay)),) if relay > 0 else ()),
+        *((("flat_tail", str(flat_tail)),) if flat_tail else ()),
         ("variant", "hierarchical ring" if rings else "pipelined hierarchical"),
     )
     return b.build(size, topology=topology.shape_fingerprint, meta=meta, check=check)
@@ -519,6 +532,7 @@ def optcc(
     pipeline_timing: float | None = None,
     sliver: Fraction | None = None,
     relay: Fraction | None = None,
+    flat_tail: int | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -607,6 +621,12 @@ def optcc(
             :func:`~resilientcc.schedules.hier_pipeline.pipeline_relay`: ``1/9`` with
             one of 8 NICs lost, from 256 MiB, on up to six servers; else 0, the ring).
             Ignored by the other variants.
+        flat_tail: the pipelined schedule's last this many pieces end with a flat
+            NVLink all-gather (every GPU copies what it holds straight to the others of
+            its server; default
+            :func:`~resilientcc.schedules.hier_pipeline.default_pipeline_flat_tail`: the
+            pieces in the last 24 MiB around one degraded server on 4 servers or more, up
+            to 256 MiB; else 0). Ignored by the other variants.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -632,6 +652,8 @@ def optcc(
         raise ScheduleError(
             f"optcc: pipeline_timing must be a non-negative number, got {pipeline_timing!r}"
         )
+    if flat_tail is not None and (not isinstance(flat_tail, int) or flat_tail < 0):
+        raise ScheduleError(f"optcc: flat_tail must be a non-negative integer, got {flat_tail!r}")
     if relay is not None:
         try:
             relay = Fraction(str(relay))
@@ -660,6 +682,7 @@ def optcc(
             rings=False,
             pipeline_timing=pipeline_timing,
             relay=relay,
+            flat_tail=flat_tail,
         )
     if rings:
         return _layered(
