@@ -490,6 +490,21 @@ class Builder:
         """
         self._ring_pass(ring, groups, channel, COPY, net, release, step_release, merge)
 
+    def flat_all_gather(
+        self,
+        ring: Sequence[int],
+        groups: Sequence[Sequence[int]],
+        channel: int,
+        *,
+        release: float = 0.0,
+    ) -> None:
+        """All-gather in one hop: ``ring[q]`` copies each chunk of ``groups[q]`` straight to
+        every other rank (the bytes of :meth:`ring_all_gather`, over ``n − 1`` connections
+        per rank instead of one)."""
+        for x, group in enumerate(groups):
+            for c in group:
+                self.tree_bcast([*ring[x:], *ring[:x]], c, channel=channel, release=release)
+
     def _ring_pass(
         self,
         ring: Sequence[int],

@@ -544,9 +544,7 @@ def hier_pipeline(
             if s in relayed:
                 _relay_gather(b, ranks, ring_groups[s], reducer, release=t_ag, step=step)
             elif flat:
-                for x, group in enumerate(ring_groups[s]):
-                    for c in group:
-                        b.tree_bcast(ranks[x:] + ranks[:x], c, channel=1, release=t_ag)
+                b.flat_all_gather(ranks, ring_groups[s], 1, release=t_ag)
             else:
                 b.ring_all_gather(ranks, ring_groups[s], 1, release=t_ag, step_release=step)
     return classes

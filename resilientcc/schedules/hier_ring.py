@@ -653,9 +653,7 @@ def hier_ring(
         t_ag = t_net + 2 * hops * max(net_step)
         for s, ring in local_rings.items():
             if k >= pieces - flat_last and s != d:  # each holder copies to every GPU
-                for x, group in enumerate(ag_groups[s]):
-                    for c in group:
-                        b.tree_bcast(ring[x:] + ring[:x], c, channel=1, release=t_ag)
+                b.flat_all_gather(ring, ag_groups[s], 1, release=t_ag)
                 continue
             ag = ag_groups[s]
             if s == d and thin:  # the slivers have their own broadcast
