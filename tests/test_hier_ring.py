@@ -179,6 +179,40 @@ def test_flat_tail_gathers_in_one_hop() -> None:
     assert times[1] < 0.98 * times[0]
 
 
+def test_flat_copies_wait_for_the_last_ring_all_gather() -> None:
+    """Each healthy holder's flat copies wait for its sends of the last ring all-gather over
+    NVLink (``flat_gate``), and are queued behind them on their shared connection: 4 × 8
+    GPUs, half the NICs lost, 24 pieces of 1 MiB, with the copies released at their own
+    piece's time the ring's last steps came after them and Z3 found the deadlock. Ungated,
+    the flat copies took the holders' NVLink ports from the ring all-gathers ahead of
+    them (1 GiB, 8 servers, 1 / 2 NICs lost: 4.986 / 5.135 → 4.951 / 5.085 ms gated)."""
+    topo = fail_nics(hierarchical(4, 8), 0, 4)
+    size, pieces, flat = Fraction(24 * 2**20), 24, 4
+    scheds = {}
+    for gate in (True, False):
+        b = Builder("hr", topo.num_ranks)
+        hier_ring(b, server_view(topo), pieces, size, flat_last=flat, flat_gate=gate)
+        scheds[gate] = b.build(size, topology=topo.shape_fingerprint)
+    per_piece = len(scheds[True].chunks) // pieces
+    for gate, sched in scheds.items():
+        gathers = [
+            t
+            for t in sched.transfers
+            if t.op == COPY and t.channel == 1 and t.src // 8 == t.dst // 8 != 0
+        ]
+        ring = {}  # each rank's sends of the last ring all-gather
+        for t in gathers:
+            if t.chunk // per_piece == pieces - flat - 1:
+                ring.setdefault(t.src, []).append(t)
+        flats = [t for t in gathers if t.chunk // per_piece >= pieces - flat]
+        assert flats and set(ring) == {t.src for t in flats} and len(ring) == 24
+        assert gate == all({r.id for r in ring[t.src]} <= set(t.deps) for t in flats)
+        if gate:  # queued after them where they share a connection
+            assert all(r.id < t.id for t in flats for r in ring[t.src] if r.dst == t.dst)
+    r = verify(scheds[True])
+    assert r.verdict == PROVED, str(r)
+
+
 def test_staged_partials_fold_in_after_the_ring() -> None:
     """The straggler's partials land as copies on :func:`staging_gpu` next to their owner,
     and each is folded into the owner over NVLink after the network ring's last step

@@ -483,12 +483,12 @@ class Builder:
         release: float = 0.0,
         step_release: float = 0.0,
         merge: int = 1,
-    ) -> None:
+    ) -> list[int]:
         """Ring all-gather: ``ring[q]`` starts with ``groups[q]``; afterwards everyone has all.
 
-        ``merge`` as in :meth:`ring_reduce_scatter`.
+        ``merge`` as in :meth:`ring_reduce_scatter`. Returns the ids of its transfers.
         """
-        self._ring_pass(ring, groups, channel, COPY, net, release, step_release, merge)
+        return self._ring_pass(ring, groups, channel, COPY, net, release, step_release, merge)
 
     def flat_all_gather(
         self,
@@ -497,13 +497,27 @@ class Builder:
         channel: int,
         *,
         release: float = 0.0,
+        after: Sequence[int] = (),
     ) -> None:
         """All-gather in one hop: ``ring[q]`` copies each chunk of ``groups[q]`` straight to
         every other rank (the bytes of :meth:`ring_all_gather`, over ``n − 1`` connections
-        per rank instead of one)."""
+        per rank instead of one).
+
+        ``after``: ids of earlier transfers; each holder's copies wait for those of them
+        it sends (so they do not take its ports from an earlier pass) and are released
+        no earlier than they are (ids follow releases with :attr:`order_by_release`, and a
+        transfer queued on a connection ahead of its own dependency would deadlock).
+        """
+        gate: dict[int, list[int]] = {}
+        for tid in after:
+            gate.setdefault(self._src[tid], []).append(tid)
         for x, group in enumerate(groups):
+            holder = ring[x]
+            mine = gate.get(holder, [])
+            at = max([release, *(self._rel[t] for t in mine)])
             for c in group:
-                self.tree_bcast([*ring[x:], *ring[:x]], c, channel=channel, release=release)
+                for r in [*ring[x + 1 :], *ring[:x]]:
+                    self.add(holder, r, c, COPY, channel, release=at, deps=mine)
 
     def _ring_pass(
         self,
@@ -515,15 +529,16 @@ class Builder:
         release: float,
         step_release: float,
         merge: int = 1,
-    ) -> None:
+    ) -> list[int]:
         """``n − 1`` ring steps; at step ``i`` rank ``ring[j]`` forwards one group.
 
         A reduce-scatter forwards group ``j − i − 1`` (it ends on its own position), an
-        all-gather group ``j − i`` (it starts there).
+        all-gather group ``j − i`` (it starts there). Returns the ids of its transfers.
         """
         n = len(ring)
         shift = 1 if op == REDUCE else 0
         runs = [chunk_runs(g, merge) if merge > 1 else [(c, 1) for c in g] for g in groups]
+        first = len(self._src)
         for step in range(n - 1):
             for j in range(n):
                 for c, k in runs[(j - step - shift) % n]:
@@ -537,6 +552,7 @@ class Builder:
                         release=release + step * step_release,
                         count=k,
                     )
+        return list(range(first, len(self._src)))
 
     def ring_pass_two_way(
         self,
