@@ -483,7 +483,7 @@ class Builder:
         release: float = 0.0,
         step_release: float = 0.0,
         merge: int = 1,
-    ) -> list[int]:
+    ) -> range:
         """Ring all-gather: ``ring[q]`` starts with ``groups[q]``; afterwards everyone has all.
 
         ``merge`` as in :meth:`ring_reduce_scatter`. Returns the ids of its transfers.
@@ -529,7 +529,7 @@ class Builder:
         release: float,
         step_release: float,
         merge: int = 1,
-    ) -> list[int]:
+    ) -> range:
         """``n − 1`` ring steps; at step ``i`` rank ``ring[j]`` forwards one group.
 
         A reduce-scatter forwards group ``j − i − 1`` (it ends on its own position), an
@@ -552,7 +552,7 @@ class Builder:
                         release=release + step * step_release,
                         count=k,
                     )
-        return list(range(first, len(self._src)))
+        return range(first, len(self._src))
 
     def ring_pass_two_way(
         self,

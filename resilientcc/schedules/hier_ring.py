@@ -599,7 +599,7 @@ def hier_ring(
             ag_order[s].sort(key=lambda e: (arrive[(j, pos[e])], (pos[e] - j) % no))
     b.order_by_release = True
     # each server's transfers of its latest ring all-gather over NVLink (``flat_gate``)
-    last_ring_ag: dict[int, list[int]] = {}
+    last_ring_ag: dict[int, range] = {}
     for k in range(pieces):
         t0 = k * per_piece
         chunk = {(i, t): b.chunk(piece * classes[i].size * (1 - w) / no) for i, t in keys}
