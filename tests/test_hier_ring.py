@@ -18,12 +18,14 @@ from resilientcc.schedules._build import Builder, server_view
 from resilientcc.schedules.balance import balance
 from resilientcc.schedules.hier_pipeline import nvlink_rings
 from resilientcc.schedules.hier_ring import (
+    DEFAULT_SPACING,
     EGRESS_WINDOW_BYTES,
     FLAT_TAIL_BYTES,
     MAX_RING_PIECE_BYTES,
     STAGE_CHANNEL,
     TWO_WAY_MIN_GPUS,
     TWO_WAY_MIN_HEALTHY,
+    TWO_WAY_SPACING,
     dealt_evenly,
     default_egress_window,
     default_flat_tail,
@@ -286,6 +288,27 @@ def test_ring_pass_two_way_halves_the_hops(n: int) -> None:
         same = [depth[d] for d in t.deps if sched.by_id[d].op == t.op]
         depth[t.id] = 1 + max(same, default=0)
     assert max(depth.values()) <= steps + 1  # + 1: the owner adds its two chains in turn
+
+
+def test_two_way_rings_space_their_steps_wider() -> None:
+    """The id order's default spacing is :data:`TWO_WAY_SPACING` with the rings both ways
+    and :data:`DEFAULT_SPACING` one way (1 GiB, 16 × 8 GPUs, 2 NICs lost: 5.375 ms at 2,
+    5.301 at 2.5)."""
+    topo = fail_nics(hierarchical(10, 4), 0, 1)
+    size = Fraction(2**26)
+
+    def ids(**kw):
+        b = Builder("hr", topo.num_ranks)
+        hier_ring(b, server_view(topo), 4, size, **kw)
+        s = b.build(size, topology=topo.shape_fingerprint, check=False)
+        return [(t.src, t.dst, t.chunk, t.channel) for t in s.transfers]
+
+    assert TWO_WAY_SPACING != DEFAULT_SPACING
+    for two_way, spacing in ((True, TWO_WAY_SPACING), (False, DEFAULT_SPACING)):
+        default = ids(bidirectional=two_way)
+        assert default == ids(bidirectional=two_way, spacing=spacing)
+        other = TWO_WAY_SPACING + DEFAULT_SPACING - spacing
+        assert default != ids(bidirectional=two_way, spacing=other)
 
 
 def test_rings_both_ways_are_faster_on_many_servers() -> None:
