@@ -187,7 +187,7 @@ def test_flat_copies_wait_for_the_last_ring_all_gather() -> None:
     GPUs, half the NICs lost, 24 pieces of 1 MiB, with the copies released at their own
     piece's time the ring's last steps came after them and Z3 found the deadlock. Ungated,
     the flat copies took the holders' NVLink ports from the ring all-gathers ahead of
-    them (1 GiB, 8 servers, 1 / 2 NICs lost: 4.986 / 5.135 → 4.951 / 5.085 ms gated)."""
+    them (1 GiB, 8 servers, 1 / 2 NICs lost: 4.986 / 5.135 → 4.950 / 5.085 ms gated)."""
     topo = fail_nics(hierarchical(4, 8), 0, 4)
     size, pieces, flat = Fraction(24 * 2**20), 24, 4
     scheds = {}

@@ -442,17 +442,22 @@ class Builder:
         release: float = 0.0,
         nbytes: float = 0.0,
         flat: bool = True,
+        gate: Sequence[int] = (),
     ) -> None:
         """Broadcast ``chunk`` from ``nodes[0]`` to the others (copies).
 
         ``flat``: the root copies to everyone (depth 1); else a binomial tree (depth log2).
+        ``gate``: extra deps of every copy.
         """
-        if flat:
-            for r in nodes[1:]:
-                self.add(nodes[0], r, chunk, COPY, channel, release=release, nbytes=nbytes)
-            return
-        for c, p in reversed(binomial_order(len(nodes))):
-            self.add(nodes[p], nodes[c], chunk, COPY, channel, release=release, nbytes=nbytes)
+        edges = (
+            [(0, i) for i in range(1, len(nodes))]
+            if flat
+            else [(p, c) for c, p in reversed(binomial_order(len(nodes)))]
+        )
+        for p, c in edges:
+            self.add(
+                nodes[p], nodes[c], chunk, COPY, channel, release=release, nbytes=nbytes, deps=gate
+            )
 
     def ring_reduce_scatter(
         self,
@@ -512,12 +517,10 @@ class Builder:
         for tid in after:
             gate.setdefault(self._src[tid], []).append(tid)
         for x, group in enumerate(groups):
-            holder = ring[x]
-            mine = gate.get(holder, [])
+            mine = gate.get(ring[x], [])
             at = max([release, *(self._rel[t] for t in mine)])
             for c in group:
-                for r in [*ring[x + 1 :], *ring[:x]]:
-                    self.add(holder, r, c, COPY, channel, release=at, deps=mine)
+                self.tree_bcast([*ring[x:], *ring[:x]], c, channel=channel, release=at, gate=mine)
 
     def _ring_pass(
         self,
