@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from fractions import Fraction
 
+from resilientcc.bounds import lower_bound
 from resilientcc.schedules.ir import Schedule
 from resilientcc.schedules.ring import ring
 from resilientcc.sim import SimResult, simulate
@@ -55,7 +56,7 @@ def bench(
             runs.append(("optcc", p, lambda t: optcc(t, M, check=False), True))
     print(
         f"{'algo':6} {'GPUs':>5} {'transfers':>10} {'events':>9} {'gen s':>7} {'sim s':>8}"
-        f" {'us/xfer':>8} {'us/event':>8} {'sim time':>11}"
+        f" {'us/xfer':>8} {'us/event':>8} {'sim time':>11} {'x bound':>8}"
     )
     for name, p, gen, degraded in runs:
         base = hierarchical(p // 8, 8)
@@ -68,10 +69,12 @@ def bench(
             continue
         g = time.perf_counter() - t0
         wall, res = _time(lambda s=sched, tp=topo: simulate(s, tp), repeat)
+        ratio = res.time_s / float(lower_bound(topo, M).seconds) if degraded else float("nan")
         print(
             f"{name:6} {p:5} {res.num_transfers:10} {res.num_events:9} {g:7.2f} {wall:8.2f}"
             f" {wall / max(res.num_transfers, 1) * 1e6:8.2f}"
-            f" {wall / max(res.num_events, 1) * 1e6:8.2f} {res.time_s * 1e3:8.3f} ms",
+            f" {wall / max(res.num_events, 1) * 1e6:8.2f} {res.time_s * 1e3:8.3f} ms"
+            f" {ratio:8.3f}",
             flush=True,
         )
 

@@ -43,6 +43,7 @@ __all__ = [
     "binomial_order",
     "chunk_runs",
     "common_rails",
+    "halving_splits",
     "nic_ring_order",
     "nic_rings",
     "restricted",
@@ -316,6 +317,10 @@ class Builder:
     def added(self) -> list[tuple[int, int, int, float]]:
         """``(src, dst, chunk, release)`` of every transfer added so far, in order."""
         return list(zip(self._src, self._dst, self._chunk, self._rel, strict=True))
+
+    def added_runs(self) -> list[tuple[int, int, int, int, float]]:
+        """``(src, dst, first chunk, count, release)`` of every transfer added so far."""
+        return list(zip(self._src, self._dst, self._chunk, self._count, self._rel, strict=True))
 
     def end_time(self, tid: int) -> float:
         return self._end[tid]
@@ -604,6 +609,77 @@ class Builder:
                         )
         return back
 
+    def halving_pass(
+        self,
+        ring: Sequence[int],
+        groups: Sequence[Sequence[int]],
+        channel: int,
+        op: str,
+        *,
+        net: bool = False,
+        release: float = 0.0,
+        level_release: Sequence[float] | float = 0.0,
+        longest: int | None = None,
+    ) -> range:
+        """Recursive halving reduce-scatter (``op`` reduce) or doubling all-gather (copy).
+
+        Group ``q`` is owned by ``ring[q]``, as in :meth:`ring_reduce_scatter`, for any
+        number of ranks (:func:`halving_splits`). At a split of positions into ``A`` and
+        ``B`` (``|A| = |B|`` or ``|B| + 1``) ``A[j]`` and ``B[j]`` swap their partials
+        of the other half's groups, each run of consecutive chunks as one message. With
+        an odd split the extra rank ``a = A[−1]`` sends its partial of each ``B[j]``'s
+        group straight to ``B[j]`` and gets nothing (``B[j]`` sends its partial of
+        ``a``'s group to ``A[j]`` with the rest), so no rank takes more than two writes
+        of one group in a step; ``A[j]`` then receives one group more than ``B[j]``.
+        A rank moves about the size of the other half at every level, ``n − 1`` groups
+        each way in all (up to one more per odd split), a ring's bytes, in ``⌈log2 n⌉``
+        steps instead of ``n − 1``, with ``O(n log n)`` transfers instead of ``n²``. The
+        all-gather runs the same exchanges in reverse, deepest level first.
+
+        (Swapping single groups between ``a`` and every ``B[j]`` instead balances the
+        bytes exactly, but ``a``'s own group then takes ``|B|`` writes in one step,
+        each ordered after the last: 64 × 8 GPUs, half the NICs of one server lost, 1
+        GiB, 8 pieces: 8.05 ms against 7.00 ms.)
+
+        ``level_release``: the release of each step after ``release`` (cumulative offsets,
+        one per level, or a constant step). ``longest``: runs of at most this many chunks
+        (:func:`chunk_runs`; default: maximal). Returns the ids of its transfers.
+        """
+        n = len(ring)
+        levels = halving_splits(n)
+        if isinstance(level_release, (int, float)):
+            offsets = [i * float(level_release) for i in range(len(levels))]
+        else:
+            offsets = list(level_release)
+        steps = range(len(levels)) if op == REDUCE else range(len(levels) - 1, -1, -1)
+        first = len(self._src)
+
+        def send(x: int, y: int, chunks: Sequence[int], at: float) -> None:
+            for c, k in chunk_runs(chunks, longest):
+                self.add(ring[x], ring[y], c, op, channel, net=net, release=at, count=k)
+
+        for step, lv in enumerate(steps):
+            at = release + offsets[step]
+            for a_side, b_side in levels[lv]:
+                k = len(b_side)
+                extra = a_side[-1] if len(a_side) > k else None
+                a_chunks = [c for q in a_side for c in groups[q]]
+                b_chunks = [c for q in b_side for c in groups[q]]
+                for j in range(k):
+                    x, y = a_side[j], b_side[j]
+                    if op == REDUCE:
+                        send(x, y, b_chunks, at)
+                        send(y, x, a_chunks, at)
+                    else:
+                        send(x, y, a_chunks, at)
+                        send(y, x, b_chunks, at)
+                    if extra is not None:
+                        if op == REDUCE:
+                            send(extra, y, groups[y], at)
+                        else:
+                            send(y, extra, groups[y], at)
+        return range(first, len(self._src))
+
     def ring_allreduce(
         self,
         ring: Sequence[int],
@@ -641,6 +717,27 @@ class Builder:
                     release=release,
                     nbytes=nbytes,
                 )
+
+
+def halving_splits(n: int) -> list[list[tuple[range, range]]]:
+    """The splits of :meth:`Builder.halving_pass` over ``n`` positions, level by level.
+
+    Each range of positions is cut into ``A`` (the first ``⌈len/2⌉``) and ``B``; ranges
+    of one position are done. There are ``⌈log2 n⌉`` levels.
+
+    >>> [[(list(a), list(b)) for a, b in lv] for lv in halving_splits(5)]
+    [[([0, 1, 2], [3, 4])], [([0, 1], [2]), ([3], [4])], [([0], [1])]]
+    >>> len(halving_splits(127)), len(halving_splits(128))
+    (7, 7)
+    """
+    levels: list[list[tuple[range, range]]] = []
+    todo = [range(n)]
+    while True:
+        splits = [(r[: (len(r) + 1) // 2], r[(len(r) + 1) // 2 :]) for r in todo if len(r) >= 2]
+        if not splits:
+            return levels
+        levels.append(splits)
+        todo = [half for pair in splits for half in pair]
 
 
 def chunk_runs(chunks: Iterable[int], longest: int | None = None) -> list[tuple[int, int]]:

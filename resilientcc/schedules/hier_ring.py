@@ -103,6 +103,19 @@ largest with few GPUs per server: with 2 it did not pay either (12 × 2 GPUs, 1 
 lost, 256 MiB, 32 pieces: 5.683 → 5.883 ms; 12 × 4 and 12 × 8 GPUs at 64 MiB, 16 pieces:
 0.901 → 0.858 and 0.686 → 0.562), hence :data:`TWO_WAY_MIN_GPUS`.
 
+Halving (``network="halving"``): the healthy servers' network passes run as recursive
+halving and doubling (:meth:`~resilientcc.schedules._build.Builder.halving_pass`):
+``⌈log2 N_h⌉`` steps per pass and ``N_h log N_h`` transfers per class and piece, where
+a ring takes ``N_h − 1`` steps (about half both ways) and ``N_h²`` transfers. It was
+slower wherever both could be measured, since a NIC then carries one connection per
+level and the pieces in flight share it instead of queueing on one FIFO connection
+(half the NICs of one server lost; 8 servers, 256 MiB, zero latency: 1.094 × the bound
+with rings, 1.327 with halving; 64 servers, 1 GiB, 8 pieces, NVLink runs merged: 6.757
+ms, 1.259 ×, against 6.999, 1.304 ×), but on 64 servers it had a quarter of the
+transfers and simulated three times faster, and on 128 servers rings would take about
+2.3 million transfers where halving takes a third of a million: OptCC uses it from
+:data:`~resilientcc.schedules.optcc.HALVING_MIN_SERVERS` servers on.
+
 Shard order: each healthy server's NVLink reduce-scatter moves the shards in the order
 its network ring sends them from there (its own last), its all-gather in the order they
 arrive there (its own first), ties between a two-way ring's directions broken by the
@@ -145,6 +158,7 @@ from resilientcc.schedules._build import (
     NVL_LAT,
     Builder,
     ServerInfo,
+    halving_splits,
 )
 from resilientcc.schedules.hier_pipeline import PipeClass, class_sizes, nvlink_rings
 from resilientcc.schedules.ir import COPY, REDUCE
@@ -153,8 +167,11 @@ __all__ = [
     "DEFAULT_SPACING",
     "EGRESS_WINDOW_BYTES",
     "FLAT_TAIL_BYTES",
+    "HALVING",
     "HOP_PIECE_BYTES",
     "MAX_RING_PIECE_BYTES",
+    "NETWORKS",
+    "RING",
     "STAGE_CHANNEL",
     "TWO_WAY_MIN_GPUS",
     "TWO_WAY_MIN_HEALTHY",
@@ -170,6 +187,11 @@ __all__ = [
     "staging_gpu",
 ]
 
+#: ``network`` values: NCCL-style rings, or recursive halving and doubling
+#: (:meth:`~resilientcc.schedules._build.Builder.halving_pass`)
+RING = "ring"
+HALVING = "halving"
+NETWORKS = (RING, HALVING)
 #: NVLink channel of the folds of staged partials into their owners (``stage``)
 STAGE_CHANNEL = 2
 #: a ring step's slot in the id order, in units of (latency + bytes' time) of the step
@@ -380,14 +402,17 @@ def staging_gpu(ring: Sequence[int], owner: int) -> int:
     return ring[(list(ring).index(owner) + 1) % len(ring)]
 
 
-def ring_steps(owners: int, two_way: bool, op: str) -> dict[tuple[int, int], int]:
+def ring_steps(
+    owners: int, two_way: bool, op: str, network: str = "ring"
+) -> dict[tuple[int, int], int]:
     """``{(position, group): step}``: when a network ring pass among ``owners`` positions
     first touches each group at each position.
 
     Reduce-scatter (``op`` reduce): the step at which the position first *sends* the
     group (its own group, never sent, gets ``owners``); all-gather: the step at which the
     group *arrives* there (its own, there from the start, gets ``-1``). Read off the
-    builder's own passes, so it follows them.
+    builder's own passes, so it follows them; ``network="halving"`` reads the
+    recursive halving pass instead (a step is then a level).
 
     >>> steps = ring_steps(4, False, REDUCE)
     >>> tuple(steps[(0, q)] for q in range(4)), tuple(ring_steps(4, False, COPY)[(0, q)] for q in range(4))
@@ -396,16 +421,19 @@ def ring_steps(owners: int, two_way: bool, op: str) -> dict[tuple[int, int], int
     scratch = Builder("ring_steps", owners)
     groups = [[scratch.chunk(Fraction(1, owners))] for _ in range(owners)]
     ring = list(range(owners))
-    if two_way:
+    if network == HALVING:
+        scratch.halving_pass(ring, groups, 0, op, release=0.0, level_release=1.0)
+    elif two_way:
         scratch.ring_pass_two_way(ring, groups, 0, op, release=0.0, step_release=1.0)
     elif op == REDUCE:
         scratch.ring_reduce_scatter(ring, groups, 0, release=0.0, step_release=1.0)
     else:
         scratch.ring_all_gather(ring, groups, 0, release=0.0, step_release=1.0)
     out: dict[tuple[int, int], int] = {}
-    for src, dst, chunk, rel in scratch.added():
-        key = (src if op == REDUCE else dst, chunk)
-        out[key] = min(out.get(key, owners), int(rel))
+    for src, dst, first, count, rel in scratch.added_runs():
+        for chunk in range(first, first + count):
+            key = (src if op == REDUCE else dst, chunk)
+            out[key] = min(out.get(key, owners), int(rel))
     for q in range(owners):
         out[(q, q)] = owners if op == REDUCE else -1
     return out
@@ -427,6 +455,8 @@ def hier_ring(
     sliver: Fraction | None = None,
     shard_order: bool = True,
     flat_gate: bool = True,
+    network: str = RING,
+    net_run: int | None = None,
 ) -> list[PipeClass]:
     """Add the hierarchical ring AllReduce of the whole buffer to ``b`` (see the module docs).
 
@@ -454,8 +484,15 @@ def hier_ring(
     ``flat_gate``: each holder's flat copies wait for its sends of the last ring
     all-gather over NVLink (else they start as soon as their shards arrive and take the
     holder's NVLink port from the ring all-gathers still ahead of them).
+    ``network``: :data:`RING` (rings among the healthy servers, one way or both) or
+    :data:`HALVING` (recursive halving and doubling,
+    :meth:`~resilientcc.schedules._build.Builder.halving_pass`: ``⌈log2 N_h⌉`` network
+    steps per pass instead of ``N_h − 1`` or about half that, and ``N_h log N_h``
+    transfers per class and piece instead of ``N_h²``).
     Returns the classes of every piece.
     """
+    if network not in NETWORKS:
+        raise ScheduleError(f"optcc: network must be one of {', '.join(NETWORKS)}, got {network!r}")
     if egress_window is None:
         egress_window = default_egress_window(size, pieces)
     if flat_last is None:
@@ -467,18 +504,38 @@ def hier_ring(
     if len(owners) < 2:
         raise ScheduleError("optcc: the hierarchical ring needs two healthy servers")
     no = len(owners)
+    halving = network == HALVING
     if bidirectional is None:
-        bidirectional = no >= TWO_WAY_MIN_HEALTHY and g >= TWO_WAY_MIN_GPUS
+        bidirectional = no >= TWO_WAY_MIN_HEALTHY and g >= TWO_WAY_MIN_GPUS and not halving
+    if halving and bidirectional:
+        raise ScheduleError("optcc: the halving network runs one way (bidirectional=False)")
     if spacing is None:
         spacing = TWO_WAY_SPACING if bidirectional else DEFAULT_SPACING
     # steps of one network pass (reduce-scatter or all-gather) of a class's ring
     hops = no // 2 if bidirectional else no - 1
+    # with halving: a level's bytes in shards (the other half of the first split; a
+    # level's estimate is its latency plus those bytes, in ring steps' units below)
+    halving_sizes = [len(lv[0][1]) for lv in halving_splits(no)]
 
     def net_pass(
-        ring: list[int], shards: list[list[int]], channel: int, op: str, at: float, step: float
+        ring: list[int], shards: list[list[int]], channel: int, op: str, at: float, i: int
     ) -> None:
-        """One network pass over the owners' ring, one way or both."""
-        if bidirectional:
+        """One network pass of class ``i`` over the owners' ring, one way or both, or halving."""
+        step = net_step[i]
+        if halving:
+            levels = level_time[i] if op == REDUCE else level_time[i][::-1]
+            offsets = [sum(levels[:x]) for x in range(len(levels))]
+            b.halving_pass(
+                ring,
+                shards,
+                channel,
+                op,
+                net=True,
+                release=at,
+                level_release=offsets,
+                longest=net_run,
+            )
+        elif bidirectional:
             b.ring_pass_two_way(ring, shards, channel, op, net=True, release=at, step_release=step)
         elif op == REDUCE:
             b.ring_reduce_scatter(ring, shards, channel, net=True, release=at, step_release=step)
@@ -531,6 +588,15 @@ def hier_ring(
     net_step = [
         spacing * (NET_LAT + float(piece * cl.size / no) * nbytes / LINE_NIC_BW) for cl in classes
     ]
+    # with halving, each level's estimate: its latency plus its shards' bytes, spaced
+    level_time = [
+        [
+            spacing * (NET_LAT + x * float(piece * cl.size / no) * nbytes / LINE_NIC_BW)
+            for x in halving_sizes
+        ]
+        for cl in classes
+    ]
+    pass_time = [sum(lt) for lt in level_time] if halving else [hops * st for st in net_step]
     returns_into: dict[tuple[int, int], list[int]] = {}
     sent_from: dict[tuple[int, int], list[int]] = {}
     # the rail on which each owner exchanges each class's sliver with d: the owners take
@@ -599,8 +665,8 @@ def hier_ring(
     rs_order = {s: list(range(len(keys))) for s in slots}
     ag_order = {s: list(range(len(keys))) for s in slots}
     if shard_order:
-        need = ring_steps(no, bidirectional, REDUCE)
-        arrive = ring_steps(no, bidirectional, COPY)
+        need = ring_steps(no, bidirectional, REDUCE, network)
+        arrive = ring_steps(no, bidirectional, COPY, network)
         pos = [owner_pos[t] for _i, t in keys]  # each shard's owner's ring position
         for s in slots:
             if s == d:
@@ -635,7 +701,6 @@ def hier_ring(
             )
         t_net = t0 + (g - 1) * nvl_step
         for i, cl in enumerate(classes):
-            step = net_step[i]
             shards = [[chunk[(i, t)]] for t in owners]
             if d >= 0:
                 for t in owners:
@@ -654,8 +719,8 @@ def hier_ring(
                         release=t_net,
                     )
                     sent_from.setdefault((k, src), []).append(tid)
-            net_pass(members[i], shards, cl.rail, REDUCE, t_net, step)
-            t_back = t_net + hops * step
+            net_pass(members[i], shards, cl.rail, REDUCE, t_net, i)
+            t_back = t_net + pass_time[i]
             if w:
                 add_sliver(i, thin[i], t_net, t_back)
             if d >= 0 and stage:  # fold the staged partials in last, over NVLink
@@ -676,8 +741,8 @@ def hier_ring(
                         release=t_back,
                     )
                     returns_into.setdefault((k, dst), []).append(tid)
-            net_pass(members[i], shards, cl.rail + g, COPY, t_back, step)
-        t_ag = t_net + 2 * hops * max(net_step)
+            net_pass(members[i], shards, cl.rail + g, COPY, t_back, i)
+        t_ag = t_net + 2 * max(pass_time)
         for s, ring in local_rings.items():
             if k >= pieces - flat_last and s != d:  # each holder copies to every GPU
                 after = last_ring_ag.get(s, ()) if flat_gate else ()

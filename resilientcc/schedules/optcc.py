@@ -126,7 +126,13 @@ from resilientcc.schedules.hier_pipeline import (
     pipeline_depth,
     pipeline_relay,
 )
-from resilientcc.schedules.hier_ring import default_ring_pieces, default_sliver
+from resilientcc.schedules.hier_ring import (
+    HALVING,
+    NETWORKS,
+    RING,
+    default_ring_pieces,
+    default_sliver,
+)
 from resilientcc.schedules.hier_ring import hier_ring as hier_ring_schedule
 from resilientcc.schedules.ir import Schedule
 from resilientcc.schedules.ring import ring
@@ -136,7 +142,10 @@ from resilientcc.topology.model import Topology
 
 __all__ = [
     "ALIKE_SLACK",
+    "HALVING_MIN_SERVERS",
     "PIPELINE_MAX_SERVERS",
+    "SCALED_MIN_SERVERS",
+    "SCALED_PIECES",
     "SLIVER_MIN_SERVERS",
     "alike_view",
     "balanced_shares",
@@ -153,6 +162,19 @@ SLIVER_MIN_SERVERS = 7
 #: it can run); its transfers grow as ``pieces · N² · G²``: 0.5 to 1.2 million on 8 × 8
 #: GPUs at 64 pieces (up to three minutes to simulate), four times that on 16 servers
 PIPELINE_MAX_SERVERS = 8
+
+#: from this many servers on, the hierarchical ring's defaults are cut down so that its
+#: transfers stay in the hundreds of thousands: :data:`SCALED_PIECES` pieces, each
+#: NVLink pass moving a GPU's shards in one run (``nvlink_merge``) and no flat tail. At
+#: its full depth (:func:`~resilientcc.schedules.hier_ring.default_ring_pieces`) the
+#: transfers grow as ``pieces · N² · G²``: 2.9 million on 16 × 8 GPUs (39 s to generate,
+#: minutes to simulate), about 12 million on 32 and 190 million on 128
+SCALED_MIN_SERVERS = 24
+SCALED_PIECES = 8
+#: from this many servers on (with :data:`SCALED_MIN_SERVERS`'s cut-down defaults) the
+#: healthy servers run recursive halving and doubling instead of rings
+#: (``network``): ``N log N`` network transfers per piece instead of ``N²``
+HALVING_MIN_SERVERS = 96
 
 #: :func:`alike_view` gives up at most this fraction of the water-filling time to see
 #: several degraded servers alike: the pipelined schedule it enables measured 1.18-1.26 ×
@@ -366,6 +388,8 @@ def _layered(
     sliver: Fraction | None = None,
     relay: Fraction | None = None,
     flat_tail: int | None = None,
+    network: str | None = None,
+    nvlink_merge: int | None = None,
 ) -> Schedule:
     """OptCC's pipelined hierarchical variant, or with ``rings`` its hierarchical ring.
 
@@ -373,9 +397,18 @@ def _layered(
     """
     # default depth and order: the ring's; without failures the healthy pipeline's;
     # around a degraded server pipeline_depth (with the relay's, if any)
+    scaled = rings and len(servers) >= SCALED_MIN_SERVERS
     if rings:
         relay = Fraction(0)  # the hierarchical ring has none
         k, timing = default_ring_pieces(size, len(servers)), 0.0
+        if scaled:
+            k = SCALED_PIECES
+        if network is None:
+            network = HALVING if scaled and len(servers) >= HALVING_MIN_SERVERS else RING
+        if nvlink_merge is None:
+            nvlink_merge = len(servers) if scaled else 1
+        if flat_tail is None and scaled:
+            flat_tail = 0
     elif all(sv.healthy for sv in servers):
         relay = Fraction(0) if relay is None else relay  # asked for: hier_pipeline refuses
         k, timing = default_healthy_pieces(size, len(servers), len(servers[0].ranks)), 0.0
@@ -395,7 +428,17 @@ def _layered(
     b = Builder("optcc", topology.num_ranks)
     if rings:
         thin = default_sliver(servers) if sliver is None else Fraction(sliver)
-        classes = hier_ring_schedule(b, servers, k, size, net_window=w, sliver=thin)
+        classes = hier_ring_schedule(
+            b,
+            servers,
+            k,
+            size,
+            net_window=w,
+            sliver=thin,
+            network=network or RING,
+            merge=nvlink_merge or 1,
+            flat_last=flat_tail,
+        )
         healthy = sum(1 for sv in servers if sv.healthy)
         shares = {sv.index: (1 - thin) / healthy if sv.healthy else thin for sv in servers}
     else:
@@ -421,6 +464,7 @@ def _layered(
         ("ring_fraction", "0"),
         *((("relay", str(relay)),) if relay > 0 else ()),
         *((("flat_tail", str(flat_tail)),) if flat_tail else ()),
+        *((("network", network), ("nvlink_merge", str(nvlink_merge))) if rings else ()),
         ("variant", "hierarchical ring" if rings else "pipelined hierarchical"),
     )
     return b.build(size, topology=topology.shape_fingerprint, meta=meta, check=check)
@@ -533,6 +577,8 @@ def optcc(
     sliver: Fraction | None = None,
     relay: Fraction | None = None,
     flat_tail: int | None = None,
+    network: str | None = None,
+    nvlink_merge: int | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -626,7 +672,18 @@ def optcc(
             its server; default
             :func:`~resilientcc.schedules.hier_pipeline.default_pipeline_flat_tail`: the
             pieces in the last 24 MiB around one degraded server on 4 servers or more, up
-            to 256 MiB; else 0). Ignored by the other variants.
+            to 256 MiB; else 0). The hierarchical ring's the same (default
+            :func:`~resilientcc.schedules.hier_ring.default_flat_tail`, 0 from
+            :data:`SCALED_MIN_SERVERS` servers on). Ignored by the other variants.
+        network: how the hierarchical ring's healthy servers cross the network:
+            ``"ring"`` or ``"halving"`` (recursive halving and doubling,
+            :meth:`~resilientcc.schedules._build.Builder.halving_pass`). Default: rings,
+            halving from :data:`HALVING_MIN_SERVERS` servers on. Ignored by the other
+            variants.
+        nvlink_merge: the hierarchical ring's NVLink passes move up to this many
+            consecutive shards as one transfer (default 1, from
+            :data:`SCALED_MIN_SERVERS` servers on all of a GPU's). Ignored by the
+            other variants.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -654,6 +711,10 @@ def optcc(
         )
     if flat_tail is not None and (not isinstance(flat_tail, int) or flat_tail < 0):
         raise ScheduleError(f"optcc: flat_tail must be a non-negative integer, got {flat_tail!r}")
+    if network is not None and network not in NETWORKS:
+        raise ScheduleError(f"optcc: network must be one of {', '.join(NETWORKS)}, got {network!r}")
+    if nvlink_merge is not None and (not isinstance(nvlink_merge, int) or nvlink_merge < 1):
+        raise ScheduleError(f"optcc: nvlink_merge must be a positive integer, got {nvlink_merge!r}")
     if relay is not None:
         try:
             relay = Fraction(str(relay))
@@ -686,7 +747,18 @@ def optcc(
         )
     if rings:
         return _layered(
-            topology, servers, shares, size, pieces, check, net_window, rings=True, sliver=sliver
+            topology,
+            servers,
+            shares,
+            size,
+            pieces,
+            check,
+            net_window,
+            rings=True,
+            sliver=sliver,
+            flat_tail=flat_tail,
+            network=network,
+            nvlink_merge=nvlink_merge,
         )
     relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
     if relief is not None:

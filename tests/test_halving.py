@@ -1,0 +1,222 @@
+"""Recursive halving and doubling between servers (``network="halving"``) and OptCC's
+cut-down defaults for large clusters."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import resilientcc.schedules.optcc as optcc_module
+from resilientcc.errors import ScheduleError
+from resilientcc.schedules import executor
+from resilientcc.schedules._build import Builder, halving_splits, server_view
+from resilientcc.schedules.hier_ring import HALVING, RING, hier_ring, ring_steps
+from resilientcc.schedules.ir import COPY, REDUCE
+from resilientcc.schedules.optcc import optcc
+from resilientcc.topology import fail_nics, hierarchical
+from resilientcc.verify import PROVED, verify
+
+M = Fraction(2**24)
+
+
+def _halving_allreduce(n: int, per: int, ring: list[int]):
+    b = Builder("hd", n)
+    groups = [[b.chunk(Fraction(1, n * per)) for _ in range(per)] for _ in range(n)]
+    b.halving_pass(ring, groups, 0, REDUCE, release=0.0, level_release=1.0)
+    b.halving_pass(ring, groups, 1, COPY, release=10.0, level_release=1.0)
+    return b.build(Fraction(n * per), topology=None, check=False)
+
+
+@pytest.mark.parametrize("n", range(2, 10))
+def test_splits_halve_every_range(n: int) -> None:
+    """Each level cuts every range of two or more positions into halves that differ by at
+    most one, the first no smaller; ``⌈log2 n⌉`` levels end with single positions."""
+    levels = halving_splits(n)
+    assert len(levels) == (n - 1).bit_length()
+    ranges = [range(n)]
+    for lv in levels:
+        assert [r for r in ranges if len(r) >= 2] == [range(a.start, b.stop) for a, b in lv]
+        assert all(len(a) - len(b) in (0, 1) and a.stop == b.start for a, b in lv)
+        ranges = [half for pair in lv for half in pair]
+    assert all(len(r) == 1 for r in ranges)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 40), per=st.integers(1, 2), data=st.data())
+def test_halving_is_an_allreduce_with_a_rings_bytes(n: int, per: int, data) -> None:
+    """Reduce-scatter then all-gather is an AllReduce (the exact executor) over any ranks
+    in any order, in ``⌈log2 n⌉`` steps per pass. Every rank sends exactly ``n − 1``
+    groups in the reduce-scatter and receives ``n − 1`` in the all-gather, a ring's
+    bytes; the other direction is off by at most one group per level (odd splits), and
+    exact when ``n`` is a power of two."""
+    ring = data.draw(st.permutations(list(range(n))), label="ring")
+    sched = _halving_allreduce(n, per, ring)
+    executor.check(sched)
+    size = {c.index: c.size for c in sched.chunks}
+    levels = (n - 1).bit_length()
+    for op in (REDUCE, COPY):
+        sent: Counter = Counter()
+        got: Counter = Counter()
+        for t in sched.transfers:
+            if t.op == op:
+                moved = sum(size[c] for c in t.chunk_ids) * n
+                sent[t.src] += moved
+                got[t.dst] += moved
+        exact, loose = (sent, got) if op == REDUCE else (got, sent)
+        assert set(exact.values()) == {n - 1}
+        assert sum(loose.values()) == n * (n - 1)
+        assert max(loose.values()) <= n - 1 + levels
+        if n & (n - 1) == 0:
+            assert set(loose.values()) == {n - 1}
+    # the longest chain of transfers within one pass: one per level, plus one where an
+    # odd split's extra rank and a partner both write a group
+    depth: dict[int, int] = {}
+    for t in sched.transfers:  # ids are a topological order
+        depth[t.id] = 1 + max((depth[d] for d in t.deps if sched.by_id[d].op == t.op), default=0)
+    chain = max(d for t, d in depth.items() if sched.by_id[t].op == REDUCE)
+    assert levels <= chain <= 2 * levels
+
+
+def test_halving_grows_as_n_log_n() -> None:
+    """The transfers grow as ``n log n`` (at most two per rank and level and pass with
+    one chunk per group), a ring's as ``n²``: 127 ranks, 2,004 against 32,004."""
+    for n in (16, 31, 64, 127):
+        levels = (n - 1).bit_length()
+        count = len(_halving_allreduce(n, 1, list(range(n))).transfers)
+        assert count <= 2 * 2 * n * levels
+        assert count < 2 * n * (n - 1)  # the ring's
+    assert len(_halving_allreduce(127, 1, list(range(127))).transfers) == 2004
+
+
+def test_executor_rejects_a_missing_exchange() -> None:
+    """The check above can fail: without the extra rank's partial of a group sent to
+    that group's owner in an odd split, a contribution is lost."""
+    n = 5
+    b = Builder("hd", n)
+    groups = [[b.chunk(Fraction(1, n))] for _ in range(n)]
+    b.halving_pass(list(range(n)), groups, 0, REDUCE)
+    b.halving_pass(list(range(n)), groups, 1, COPY)
+    sched = b.build(Fraction(n), topology=None, check=False)
+    executor.check(sched)
+    # rank 2 is the first split's extra rank ([0, 1, 2] against [3, 4]): drop its
+    # partial of group 3 sent to rank 3
+    doomed = next(t for t in sched.transfers if (t.src, t.dst, t.op) == (2, 3, REDUCE))
+    broken = replace(sched, transfers=tuple(t for t in sched.transfers if t.id != doomed.id))
+    with pytest.raises(ScheduleError):
+        executor.check(broken)
+
+
+def test_ring_steps_read_the_halving_levels() -> None:
+    """The order the NVLink passes follow with halving: a position first sends the other
+    half's groups at level 0, then the other quarter's; the all-gather brings them back in
+    reverse."""
+    need = ring_steps(4, False, REDUCE, HALVING)
+    arrive = ring_steps(4, False, COPY, HALVING)
+    assert [need[(0, q)] for q in range(4)] == [4, 1, 0, 0]
+    assert [arrive[(0, q)] for q in range(4)] == [-1, 0, 1, 1]
+
+
+def _build(topo, pieces: int, **kw):
+    b = Builder("hr", topo.num_ranks)
+    hier_ring(b, server_view(topo), pieces, M, **kw)
+    return b.build(M, topology=topo.shape_fingerprint, check=False)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    servers=st.integers(3, 7),
+    gpus=st.sampled_from([2, 4, 8]),
+    data=st.data(),
+    pieces=st.integers(1, 3),
+    merge=st.sampled_from([1, 3, 64]),
+    flat_last=st.sampled_from([None, 0]),
+)
+def test_hier_ring_with_halving_is_an_allreduce(
+    servers: int, gpus: int, data, pieces: int, merge: int, flat_last: int | None
+) -> None:
+    """The hierarchical ring with halving between the healthy servers is an AllReduce
+    for any failure of one server, sliver or none, NVLink shards merged or not."""
+    lost = data.draw(st.integers(0, gpus - 1), label="lost")
+    topo = hierarchical(servers, gpus)
+    if lost:
+        topo = fail_nics(topo, data.draw(st.integers(0, servers - 1), label="straggler"), lost)
+    sched = _build(topo, pieces, network=HALVING, merge=merge, flat_last=flat_last)
+    executor.check(sched)
+    assert all(d < t.id for t in sched.transfers for d in t.deps)
+
+
+def _net_bytes(s, g: int) -> tuple[Counter, Counter]:
+    size = {c.index: c.size for c in s.chunks}
+    out: Counter = Counter()
+    inn: Counter = Counter()
+    for t in s.transfers:
+        if t.src // g != t.dst // g:
+            moved = sum(size[c] for c in t.chunk_ids)
+            out[t.src // g, t.channel % g] += moved
+            inn[t.dst // g, t.channel % g] += moved
+    return out, inn
+
+
+@pytest.mark.parametrize(("servers", "gpus", "lost"), [(4, 4, 2), (6, 8, 4), (7, 4, 1)])
+def test_halving_moves_the_rings_bytes_on_every_nic(servers: int, gpus: int, lost: int) -> None:
+    """The straggler's NICs move what they do with rings (only the paths between the
+    healthy servers change), and the healthy ones as much in all (each one up to a
+    group per odd split more or less, :func:`test_halving_is_an_allreduce_with_a_rings_bytes`)."""
+    topo = fail_nics(hierarchical(servers, gpus), 0, lost)
+    for tally_ring, tally_halving in zip(
+        _net_bytes(_build(topo, 2, network=RING, bidirectional=False), gpus),
+        _net_bytes(_build(topo, 2, network=HALVING), gpus),
+        strict=True,
+    ):
+        assert sum(tally_ring.values()) == sum(tally_halving.values())
+        assert {k: v for k, v in tally_ring.items() if k[0] == 0} == {
+            k: v for k, v in tally_halving.items() if k[0] == 0
+        }
+
+
+@pytest.mark.parametrize(("servers", "gpus", "lost"), [(4, 4, 2), (5, 4, 1), (3, 8, 4)])
+def test_hier_ring_with_halving_is_proved(servers: int, gpus: int, lost: int) -> None:
+    """Z3 proves it lossless, race-free and deadlock-free (connections FIFO in id order)."""
+    topo = fail_nics(hierarchical(servers, gpus), 0, lost)
+    s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=2, network=HALVING)
+    assert s.meta_get("network") == HALVING
+    r = verify(s)
+    assert r.verdict == PROVED, str(r)
+
+
+def test_large_clusters_get_cut_down_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From ``SCALED_MIN_SERVERS`` servers on the hierarchical ring runs
+    ``SCALED_PIECES`` pieces with whole NVLink runs and no flat tail, and from
+    ``HALVING_MIN_SERVERS`` on with halving (the thresholds lowered here so that small
+    clusters show it): fewer transfers than unmerged at the same depth, still an
+    AllReduce."""
+    topo = fail_nics(hierarchical(6, 4), 0, 2)
+    full = optcc(topo, M, check=False)
+    assert full.meta_get("network") == RING and full.meta_get("nvlink_merge") == "1"
+    monkeypatch.setattr(optcc_module, "SCALED_MIN_SERVERS", 6)
+    monkeypatch.setattr(optcc_module, "HALVING_MIN_SERVERS", 7)
+    cut = optcc(topo, M)  # checked by the exact executor
+    assert cut.meta_get("pieces") == str(optcc_module.SCALED_PIECES)
+    assert (cut.meta_get("network"), cut.meta_get("nvlink_merge")) == (RING, "6")
+    assert cut.meta_get("flat_tail") is None
+    unmerged = optcc(topo, M, check=False, nvlink_merge=1)
+    assert unmerged.meta_get("pieces") == cut.meta_get("pieces")
+    assert len(cut.transfers) < len(unmerged.transfers)
+    monkeypatch.setattr(optcc_module, "HALVING_MIN_SERVERS", 6)
+    assert optcc(topo, M).meta_get("network") == HALVING
+    assert optcc(topo, M, network=RING).meta_get("network") == RING
+
+
+def test_bad_network_options_are_refused() -> None:
+    topo = fail_nics(hierarchical(4, 4), 0, 2)
+    with pytest.raises(ScheduleError, match="network must be one of ring, halving"):
+        optcc(topo, M, network="tree")
+    with pytest.raises(ScheduleError, match="nvlink_merge must be a positive integer"):
+        optcc(topo, M, nvlink_merge=0)
+    with pytest.raises(ScheduleError, match="halving network runs one way"):
+        _build(hierarchical(9, 4), 1, network=HALVING, bidirectional=True)
