@@ -610,3 +610,20 @@ def test_flat_tail_is_faster_at_64_mib():
     ring = optcc(topo, size, check=False, flat_tail=0)
     t, t0 = sim.simulate(s, topo).time_s, sim.simulate(ring, topo).time_s
     assert float(lower_bound(topo, size).seconds) <= t < 0.97 * t0
+
+
+@pytest.mark.parametrize(("servers", "gpus", "lost"), [(2, 2, 1), (3, 4, 2), (4, 8, 1)])
+def test_every_server_degraded_alike(servers: int, gpus: int, lost: int) -> None:
+    """Every server losing the same NICs (no healthy server left): a healthy cluster on
+    the alive rails, each alive NIC moving the same bytes and the dead ones none. It
+    once failed on an empty list of healthy servers (hypothesis, 2 × 2 GPUs)."""
+    topo = hierarchical(servers, gpus)
+    for s in range(servers):
+        topo = fail_nics(topo, s, lost)
+    sched = optcc(topo, M)  # checked by the exact executor
+    assert sched.meta_get("variant") == "pipelined hierarchical"
+    out, inn = _net_bytes(sched, gpus)
+    for tally in (out, inn):
+        assert all(tally[s, c] == 0 for s in range(servers) for c in range(lost))
+        alive = {tally[s, c] for s in range(servers) for c in range(lost, gpus)}
+        assert len(alive) == 1 and alive.pop() > 0

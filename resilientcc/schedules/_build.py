@@ -239,11 +239,12 @@ class Builder:
         #: order ids by ``release`` (a logical time) instead of the estimated start
         self.order_by_release = False
         self._end: list[float] = []
-        self._last_write: dict[tuple[int, int], int] = {}
+        # per rank: chunk -> last transfer that wrote it, and those that read it since
+        self._last_write: list[dict[int, int]] = [{} for _ in range(ranks)]
         #: estimated bytes each rank sent / received inside its server (for :meth:`arrange`)
         self.intra_up: dict[int, float] = {}
         self.intra_down: dict[int, float] = {}
-        self._readers: dict[tuple[int, int], list[int]] = {}
+        self._readers: list[dict[int, list[int]]] = [{} for _ in range(ranks)]
 
     # ----- chunks
     def chunk(self, size: Fraction) -> int:
@@ -281,14 +282,19 @@ class Builder:
             raise ScheduleError(f"{self.name}: transfer from rank {src} to itself")
         tid = len(self._src)
         dd: set[int] = set(deps)
-        for c in range(chunk, chunk + count):
-            w = self._last_write.get((src, c))
+        written_src, written_dst = self._last_write[src], self._last_write[dst]
+        read_src, read_dst = self._readers[src], self._readers[dst]
+        span = range(chunk, chunk + count)
+        for c in span:
+            w = written_src.get(c)
             if w is not None:
                 dd.add(w)
-            w2 = self._last_write.get((dst, c))
-            if w2 is not None:
-                dd.add(w2)
-            dd.update(self._readers.get((dst, c), ()))
+            w = written_dst.get(c)
+            if w is not None:
+                dd.add(w)
+            readers = read_dst.get(c)
+            if readers:
+                dd.update(readers)
         dd.discard(tid)
         est = release
         for d in dd:
@@ -308,10 +314,14 @@ class Builder:
         self._est.append(est)
         self._rel.append(release)
         self._end.append(est + dur)
-        for c in range(chunk, chunk + count):
-            self._readers.setdefault((src, c), []).append(tid)
-            self._last_write[(dst, c)] = tid
-            self._readers[(dst, c)] = []
+        for c in span:
+            readers = read_src.get(c)
+            if readers is None:
+                read_src[c] = [tid]
+            else:
+                readers.append(tid)
+            written_dst[c] = tid
+            read_dst.pop(c, None)
         return tid
 
     def added(self) -> list[tuple[int, int, int, float]]:

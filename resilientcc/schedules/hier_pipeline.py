@@ -373,6 +373,9 @@ def _classes(
         return [PipeClass(c, c, Fraction(1, g)) for c in range(g)]
     alive = list(d.alive)
     dead = [q for q in range(g) if q not in d.alive]
+    if all(not sv.healthy for sv in servers):
+        # every server degraded alike: a healthy cluster on the alive rails
+        return [PipeClass(c, c, Fraction(1, len(alive))) for c in alive]
     w_h = max(shares[sv.index] for sv in servers if sv.healthy)
     slow = sum(1 for sv in servers if not sv.healthy)
     big, small = class_sizes(g, dead, len(servers), w_h, shares[d.index], slow)

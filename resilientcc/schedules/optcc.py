@@ -168,13 +168,17 @@ PIPELINE_MAX_SERVERS = 8
 #: NVLink pass moving a GPU's shards in one run (``nvlink_merge``) and no flat tail. At
 #: its full depth (:func:`~resilientcc.schedules.hier_ring.default_ring_pieces`) the
 #: transfers grow as ``pieces · N² · G²``: 2.9 million on 16 × 8 GPUs (39 s to generate,
-#: minutes to simulate), about 12 million on 32 and 190 million on 128
+#: minutes to simulate), about 12 million on 32 and 190 million on 128. 1 GiB, half the
+#: NICs of one server lost, 32 servers, 8 / 16 pieces: 1.245 / 1.136 × the bound
+#: (167,104 / 334,208 transfers, simulated in 36 / 55 s)
 SCALED_MIN_SERVERS = 24
-SCALED_PIECES = 8
+SCALED_PIECES = 16
 #: from this many servers on (with :data:`SCALED_MIN_SERVERS`'s cut-down defaults) the
 #: healthy servers run recursive halving and doubling instead of rings
-#: (``network``): ``N log N`` network transfers per piece instead of ``N²``
-HALVING_MIN_SERVERS = 96
+#: (``network``): ``N log N`` network transfers per piece instead of ``N²``. 64 servers,
+#: as above: rings at 8 pieces 1.259 × (597,184 transfers, 177 s), halving at 8 / 16
+#: pieces 1.304 / 1.234 × (152,128 / 304,256, 62 / 140 s)
+HALVING_MIN_SERVERS = 64
 
 #: :func:`alike_view` gives up at most this fraction of the water-filling time to see
 #: several degraded servers alike: the pipelined schedule it enables measured 1.18-1.26 ×
