@@ -79,6 +79,20 @@ def test_long_simulations_say_so_on_stderr(monkeypatch: pytest.MonkeyPatch) -> N
     assert json.loads(res.stdout)["algorithm"] == "ring"  # stdout stays one JSON object
 
 
+def test_long_simulations_report_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long simulation says on stderr how far it got (every ``PROGRESS_INTERVAL_S``)."""
+    import resilientcc.cli.sim as cli_sim
+    import resilientcc.sim.flow as flow
+
+    monkeypatch.setattr(cli_sim, "LONG_SIM_TRANSFERS", 10)
+    monkeypatch.setattr(cli_sim, "PROGRESS_INTERVAL_S", 0.0)
+    monkeypatch.setattr(flow, "PROGRESS_EVERY", 4)
+    res = _run("ring", *SMALL, "--json")
+    assert res.exit_code == 0, res.output
+    assert "transfers done" in res.stderr and "simulated" in res.stderr
+    assert json.loads(res.stdout)["algorithm"] == "ring"
+
+
 def test_degraded_balance_beats_naive_ring() -> None:
     ring_d = _json("ring", *SMALL, "--fail", "0:2")
     bal_d = _json("balance", *SMALL, "--fail", "0:2")

@@ -245,3 +245,23 @@ def test_sharing_keeps_max_min_rates_as_flows_join_and_leave(
         )
         for k, w in zip(active, want, strict=True):
             assert sh.rate[k] == pytest.approx(w, rel=1e-9)
+
+
+def test_progress_reports_completed_transfers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``progress`` sees the completed transfers and the simulated time grow, never past
+    the totals, and the result is the same with it."""
+    import resilientcc.sim.flow as flow
+    from resilientcc.schedules.balance import balance
+
+    monkeypatch.setattr(flow, "PROGRESS_EVERY", 8)
+    topo = fail_nics(hierarchical(3, 4), 0, 1)
+    sched = balance(topo, Fraction(2**24))
+    calls: list[tuple[int, int, float]] = []
+    res = simulate(sched, topo, progress=lambda *a: calls.append(a))
+    assert len(calls) == res.num_events // 8
+    assert all(total == len(sched.transfers) for _, total, _ in calls)
+    done = [c[0] for c in calls]
+    times = [c[2] for c in calls]
+    assert done == sorted(done) and times == sorted(times)
+    assert 0 < done[-1] < len(sched.transfers) and times[-1] < res.time_s
+    assert simulate(sched, topo).time_s == res.time_s

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,11 +32,34 @@ from resilientcc.schedules.ir import Schedule
 from resilientcc.topology.model import Topology
 from resilientcc.units import format_size, format_time, parse_time
 
-__all__ = ["LONG_SIM_TRANSFERS", "sim", "sim_report"]
+__all__ = ["LONG_SIM_TRANSFERS", "PROGRESS_INTERVAL_S", "sim", "sim_report"]
 
 #: from this many transfers ``rcc sim`` says on stderr that the simulation takes a while
 #: (OptCC on 8 × 8 GPUs at 1 GiB: 0.5 to 1.2 million transfers, up to three minutes)
 LONG_SIM_TRANSFERS = 200_000
+
+
+#: seconds between two progress lines of a long simulation (stderr)
+PROGRESS_INTERVAL_S = 10.0
+
+
+def _progress_printer() -> Callable[[int, int, float], None]:
+    """A ``simulate(progress=)`` callback that says on stderr, every
+    :data:`PROGRESS_INTERVAL_S` seconds, how many transfers have completed."""
+    start = last = time.monotonic()
+
+    def say(done: int, total: int, t: float) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= PROGRESS_INTERVAL_S:
+            last = now
+            typer.echo(
+                f"  {done:,} of {total:,} transfers done ({format_time(t)} simulated,"
+                f" {now - start:.0f} s)",
+                err=True,
+            )
+
+    return say
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -212,7 +237,13 @@ def sim(
             err=True,
         )
     rep = sim_report(
-        sched, topo, algorithm, base_latency=base, zero_latency=zero_latency, latency_mode=mode
+        sched,
+        topo,
+        algorithm,
+        base_latency=base,
+        zero_latency=zero_latency,
+        latency_mode=mode,
+        progress=_progress_printer() if len(sched.transfers) >= LONG_SIM_TRANSFERS else None,
     )
     res = rep.pop("_result")
     if plot_file is not None:

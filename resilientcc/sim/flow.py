@@ -56,6 +56,7 @@ import heapq
 import itertools
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,6 +72,7 @@ from resilientcc.topology.model import Topology
 __all__ = [
     "DEFAULT_BASE_LATENCY",
     "LATENCY_MODES",
+    "PROGRESS_EVERY",
     "byte_floor",
     "link_loads",
     "maxmin_rates",
@@ -79,6 +81,8 @@ __all__ = [
 
 DEFAULT_BASE_LATENCY = 8.4e-6
 LATENCY_MODES = ("critical_path", "rerun")
+#: :func:`simulate` calls its ``progress`` every this many events
+PROGRESS_EVERY = 4096
 
 _RTOL = 1e-10  # flows draining within this relative tolerance of each other finish together
 _BIND_RTOL = 1e-9  # a link binds only if its flows' private caps exceed its capacity by more
@@ -260,8 +264,10 @@ class _Run:
     makespan: float
 
 
-def _run(prep: _Prepared, zero_latency: bool) -> _Run:
-    """The event loop (see the module docstring)."""
+def _run(
+    prep: _Prepared, zero_latency: bool, progress: Callable[[int, int, float], None] | None = None
+) -> _Run:
+    """The event loop (see the module docstring); ``progress`` as in :func:`simulate`."""
     n = prep.n
     heappush, heappop = heapq.heappush, heapq.heappop
     inf = math.inf
@@ -296,6 +302,7 @@ def _run(prep: _Prepared, zero_latency: bool) -> _Run:
     seq = 0
     t = 0.0
     events = 0
+    completed = 0
 
     to_start: list[int] = np.flatnonzero((prep.ndeps == 0) & (prep.pred < 0)).tolist()
     while True:
@@ -350,6 +357,8 @@ def _run(prep: _Prepared, zero_latency: bool) -> _Run:
         if tn == inf:
             break
         events += 1
+        if progress is not None and not events % PROGRESS_EVERY:
+            progress(completed, n, t)
         # flows draining by tn (within the tolerance) finish transmitting now
         done: list[int] = []
         bound = t + ((tn - t) * (1 + _RTOL) + tn * 1e-13)
@@ -389,6 +398,7 @@ def _run(prep: _Prepared, zero_latency: bool) -> _Run:
         limit = t * (1 + 1e-12) + 1e-300
         while cheap and cheap[0][0] <= limit:
             tc, _, g = heappop(cheap)
+            completed += len(g)
             for i in g:
                 end_t[i] = tc
                 for u in users[uptr[i] : uptr[i + 1]]:
@@ -520,6 +530,7 @@ def simulate(
     base_latency: float = DEFAULT_BASE_LATENCY,
     zero_latency: bool = False,
     latency_mode: str = "critical_path",
+    progress: Callable[[int, int, float], None] | None = None,
 ) -> SimResult:
     """Simulate ``schedule`` on ``topology`` at flow level.
 
@@ -531,6 +542,9 @@ def simulate(
         latency_mode: how ``latency_s`` is computed: ``"critical_path"`` (the latencies
             paid along the critical path plus ``base_latency``; one run) or ``"rerun"``
             (``time_s`` minus the time of the same run with all latencies zero; two runs).
+        progress: called every :data:`PROGRESS_EVERY` events as ``progress(completed,
+            transfers, simulated_seconds)`` (for long runs; the second run of
+            ``"rerun"`` reports too).
 
     Returns:
         A :class:`SimResult`.
@@ -556,14 +570,14 @@ def simulate(
     if base < 0:
         raise SimulationError(f"base_latency: must not be negative, got {base_latency!r}")
     prep = _Prepared(schedule, topology)
-    run = _run(prep, zero_latency)
+    run = _run(prep, zero_latency, progress)
     makespan = run.makespan
     time_s = makespan + base if prep.n else 0.0
     path, path_lat = _critical_path(prep, run)
     if zero_latency:
         latency_s = 0.0
     elif latency_mode == "rerun":
-        latency_s = time_s - (_run(prep, True).makespan if prep.n else 0.0)
+        latency_s = time_s - (_run(prep, True, progress).makespan if prep.n else 0.0)
     else:
         latency_s = path_lat + base if prep.n else 0.0
     n_links = len(topology.links)
