@@ -10,6 +10,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_hier_pipeline import _net_bytes  # tests/ is on sys.path (pytest's rootdir)
 
 import resilientcc.schedules.optcc as optcc_module
 from resilientcc.errors import ScheduleError
@@ -148,18 +149,6 @@ def test_hier_ring_with_halving_is_an_allreduce(
     sched = _build(topo, pieces, network=HALVING, merge=merge, flat_last=flat_last)
     executor.check(sched)
     assert all(d < t.id for t in sched.transfers for d in t.deps)
-
-
-def _net_bytes(s, g: int) -> tuple[Counter, Counter]:
-    size = {c.index: c.size for c in s.chunks}
-    out: Counter = Counter()
-    inn: Counter = Counter()
-    for t in s.transfers:
-        if t.src // g != t.dst // g:
-            moved = sum(size[c] for c in t.chunk_ids)
-            out[t.src // g, t.channel % g] += moved
-            inn[t.dst // g, t.channel % g] += moved
-    return out, inn
 
 
 @pytest.mark.parametrize(("servers", "gpus", "lost"), [(4, 4, 2), (6, 8, 4), (7, 4, 1)])

@@ -75,8 +75,9 @@ def _net_bytes(s, g: int) -> tuple[Counter, Counter]:
     inn: Counter = Counter()
     for t in s.transfers:
         if t.src // g != t.dst // g:
-            out[t.src // g, t.channel % g] += size[t.chunk]
-            inn[t.dst // g, t.channel % g] += size[t.chunk]
+            moved = sum(size[c] for c in t.chunk_ids)
+            out[t.src // g, t.channel % g] += moved
+            inn[t.dst // g, t.channel % g] += moved
     return out, inn
 
 

@@ -733,9 +733,7 @@ def optcc(
     rings = _use_hier_ring(
         servers, shares, hier_ring, others or bool(weighted_ring) or bool(pipeline)
     )
-    if not rings and _use_pipeline(
-        servers, pipeline, others or bool(weighted_ring) or bool(hier_ring)
-    ):
+    if rings or _use_pipeline(servers, pipeline, others or bool(weighted_ring) or bool(hier_ring)):
         return _layered(
             topology,
             servers,
@@ -744,22 +742,10 @@ def optcc(
             pieces,
             check,
             net_window,
-            rings=False,
+            rings=rings,
             pipeline_timing=pipeline_timing,
-            relay=relay,
-            flat_tail=flat_tail,
-        )
-    if rings:
-        return _layered(
-            topology,
-            servers,
-            shares,
-            size,
-            pieces,
-            check,
-            net_window,
-            rings=True,
             sliver=sliver,
+            relay=relay,
             flat_tail=flat_tail,
             network=network,
             nvlink_merge=nvlink_merge,
