@@ -650,7 +650,10 @@ def optcc(
             not run (1 GiB, 16 × 8 GPUs, 1 NIC lost: 5.884 ms against 6.220 for the
             rings plus tail).
         hier_ring: the hierarchical ring (:mod:`~resilientcc.schedules.hier_ring`;
-            ``pieces`` and ``net_window`` defaults as for ``pipeline``). Default: on
+            ``pieces`` default
+            :func:`~resilientcc.schedules.hier_ring.default_ring_pieces`, or
+            :data:`SCALED_PIECES` from :data:`SCALED_MIN_SERVERS` servers on;
+            ``net_window`` default as for ``pipeline``). Default: on
             where one server is degraded, the pipelined schedule could run
             (:func:`~resilientcc.schedules.hier_pipeline.pipeline_blocker`) and two
             servers are healthy, if it lost whole NICs and there are at least
