@@ -629,7 +629,6 @@ class Builder:
         net: bool = False,
         release: float = 0.0,
         level_release: Sequence[float] | float = 0.0,
-        longest: int | None = None,
     ) -> range:
         """Recursive halving reduce-scatter (``op`` reduce) or doubling all-gather (copy).
 
@@ -652,8 +651,7 @@ class Builder:
         GiB, 8 pieces: 8.05 ms against 7.00 ms.)
 
         ``level_release``: the release of each step after ``release`` (cumulative offsets,
-        one per level, or a constant step). ``longest``: runs of at most this many chunks
-        (:func:`chunk_runs`; default: maximal). Returns the ids of its transfers.
+        one per level, or a constant step). Returns the ids of its transfers.
         """
         n = len(ring)
         levels = halving_splits(n)
@@ -665,7 +663,7 @@ class Builder:
         first = len(self._src)
 
         def send(x: int, y: int, chunks: Sequence[int], at: float) -> None:
-            for c, k in chunk_runs(chunks, longest):
+            for c, k in chunk_runs(chunks):
                 self.add(ring[x], ring[y], c, op, channel, net=net, release=at, count=k)
 
         for step, lv in enumerate(steps):

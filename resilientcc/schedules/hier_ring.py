@@ -403,7 +403,7 @@ def staging_gpu(ring: Sequence[int], owner: int) -> int:
 
 
 def ring_steps(
-    owners: int, two_way: bool, op: str, network: str = "ring"
+    owners: int, two_way: bool, op: str, network: str = RING
 ) -> dict[tuple[int, int], int]:
     """``{(position, group): step}``: when a network ring pass among ``owners`` positions
     first touches each group at each position.
@@ -456,7 +456,6 @@ def hier_ring(
     shard_order: bool = True,
     flat_gate: bool = True,
     network: str = RING,
-    net_run: int | None = None,
 ) -> list[PipeClass]:
     """Add the hierarchical ring AllReduce of the whole buffer to ``b`` (see the module docs).
 
@@ -533,7 +532,6 @@ def hier_ring(
                 net=True,
                 release=at,
                 level_release=offsets,
-                longest=net_run,
             )
         elif bidirectional:
             b.ring_pass_two_way(ring, shards, channel, op, net=True, release=at, step_release=step)
