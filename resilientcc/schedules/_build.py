@@ -324,10 +324,6 @@ class Builder:
             read_dst.pop(c, None)
         return tid
 
-    def added(self) -> list[tuple[int, int, int, float]]:
-        """``(src, dst, chunk, release)`` of every transfer added so far, in order."""
-        return list(zip(self._src, self._dst, self._chunk, self._rel, strict=True))
-
     def added_runs(self) -> list[tuple[int, int, int, int, float]]:
         """``(src, dst, first chunk, count, release)`` of every transfer added so far."""
         return list(zip(self._src, self._dst, self._chunk, self._count, self._rel, strict=True))

@@ -176,6 +176,7 @@ __all__ = [
     "TWO_WAY_MIN_GPUS",
     "TWO_WAY_MIN_HEALTHY",
     "TWO_WAY_SPACING",
+    "check_network",
     "dealt_evenly",
     "default_egress_window",
     "default_flat_tail",
@@ -192,6 +193,14 @@ __all__ = [
 RING = "ring"
 HALVING = "halving"
 NETWORKS = (RING, HALVING)
+
+
+def check_network(network: str) -> None:
+    """Refuse a ``network`` that is not one of :data:`NETWORKS`."""
+    if network not in NETWORKS:
+        raise ScheduleError(f"optcc: network must be one of {', '.join(NETWORKS)}, got {network!r}")
+
+
 #: NVLink channel of the folds of staged partials into their owners (``stage``)
 STAGE_CHANNEL = 2
 #: a ring step's slot in the id order, in units of (latency + bytes' time) of the step
@@ -490,8 +499,7 @@ def hier_ring(
     transfers per class and piece instead of ``N_h²``).
     Returns the classes of every piece.
     """
-    if network not in NETWORKS:
-        raise ScheduleError(f"optcc: network must be one of {', '.join(NETWORKS)}, got {network!r}")
+    check_network(network)
     if egress_window is None:
         egress_window = default_egress_window(size, pieces)
     if flat_last is None:

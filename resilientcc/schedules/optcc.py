@@ -128,8 +128,8 @@ from resilientcc.schedules.hier_pipeline import (
 )
 from resilientcc.schedules.hier_ring import (
     HALVING,
-    NETWORKS,
     RING,
+    check_network,
     default_ring_pieces,
     default_sliver,
 )
@@ -718,8 +718,8 @@ def optcc(
         )
     if flat_tail is not None and (not isinstance(flat_tail, int) or flat_tail < 0):
         raise ScheduleError(f"optcc: flat_tail must be a non-negative integer, got {flat_tail!r}")
-    if network is not None and network not in NETWORKS:
-        raise ScheduleError(f"optcc: network must be one of {', '.join(NETWORKS)}, got {network!r}")
+    if network is not None:
+        check_network(network)
     if nvlink_merge is not None and (not isinstance(nvlink_merge, int) or nvlink_merge < 1):
         raise ScheduleError(f"optcc: nvlink_merge must be a positive integer, got {nvlink_merge!r}")
     if relay is not None:
