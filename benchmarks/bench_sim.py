@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/bench_sim.py [--sizes 32,128,512,1024] [--optcc-sizes 32,64,128]
                                       [--repeat 3] [--channels 1] [--algos ring,optcc]
+                                      [--engines compiled,python]
        python benchmarks/bench_sim.py --validate   # ring/balance vs closed forms (slow)
 
 The ring at p GPUs has 2(p-1)·C·p transfers; with the default C = 1 channel the
@@ -10,6 +11,12 @@ down); its schedules grow faster than the ring's, hence its own, smaller sizes.
 Generation time is reported separately from the simulation time (the median of
 --repeat runs), with the simulation time per transfer and per event. OptCC is included
 when ``resilientcc.schedules.optcc`` exists.
+
+Each schedule is simulated by every engine of --engines in turn (``compiled``: the
+numba event loop, ``python``: the reference loop), and the last column is the first
+engine's speed-up over each (measured side by side, same schedule, same run). The
+compiled loop is compiled (or loaded from numba's cache) once before the table; that
+time is printed first and not counted in any row.
 """
 
 from __future__ import annotations
@@ -43,7 +50,12 @@ def _time(fn: Callable[[], SimResult], repeat: int) -> tuple[float, SimResult]:
 
 
 def bench(
-    sizes: list[int], optcc_sizes: list[int], repeat: int, channels: int, which: set[str]
+    sizes: list[int],
+    optcc_sizes: list[int],
+    repeat: int,
+    channels: int,
+    which: set[str],
+    engines: list[str],
 ) -> None:
     runs: list[tuple[str, int, Callable[[Topology], Schedule], bool]] = []
     if "ring" in which:
@@ -54,9 +66,15 @@ def bench(
 
         for p in optcc_sizes:
             runs.append(("optcc", p, lambda t: optcc(t, M, check=False), True))
+    if "compiled" in engines:
+        tiny = hierarchical(2, 8)
+        t0 = time.perf_counter()
+        simulate(ring(tiny, M, check=False), tiny, engine="compiled")
+        print(f"compiled loop ready in {time.perf_counter() - t0:.1f} s (compiled or cached)")
     print(
-        f"{'algo':6} {'GPUs':>5} {'transfers':>10} {'events':>9} {'gen s':>7} {'sim s':>8}"
-        f" {'us/xfer':>8} {'us/event':>8} {'sim time':>11} {'x bound':>8}"
+        f"{'algo':6} {'GPUs':>5} {'engine':>8} {'transfers':>10} {'events':>9} {'gen s':>7}"
+        f" {'sim s':>8} {'us/xfer':>8} {'us/event':>8} {'sim time':>11} {'x bound':>8}"
+        f" {'speed-up':>8}"
     )
     for name, p, gen, degraded in runs:
         base = hierarchical(p // 8, 8)
@@ -68,15 +86,18 @@ def bench(
             print(f"{name:6} {p:5} generation failed: {e}")
             continue
         g = time.perf_counter() - t0
-        wall, res = _time(lambda s=sched, tp=topo: simulate(s, tp), repeat)
-        ratio = res.time_s / float(lower_bound(topo, M).seconds) if degraded else float("nan")
-        print(
-            f"{name:6} {p:5} {res.num_transfers:10} {res.num_events:9} {g:7.2f} {wall:8.2f}"
-            f" {wall / max(res.num_transfers, 1) * 1e6:8.2f}"
-            f" {wall / max(res.num_events, 1) * 1e6:8.2f} {res.time_s * 1e3:8.3f} ms"
-            f" {ratio:8.3f}",
-            flush=True,
-        )
+        bound = float(lower_bound(topo, M).seconds) if degraded else float("nan")
+        first = float("nan")
+        for eng in engines:
+            wall, res = _time(lambda s=sched, tp=topo, e=eng: simulate(s, tp, engine=e), repeat)
+            first = wall if first != first else first
+            print(
+                f"{name:6} {p:5} {eng:>8} {res.num_transfers:10} {res.num_events:9} {g:7.2f}"
+                f" {wall:8.2f} {wall / max(res.num_transfers, 1) * 1e6:8.2f}"
+                f" {wall / max(res.num_events, 1) * 1e6:8.2f} {res.time_s * 1e3:8.3f} ms"
+                f" {res.time_s / bound:8.3f} {wall / first:8.1f}",
+                flush=True,
+            )
 
 
 def validate() -> None:
@@ -104,6 +125,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--channels", type=int, default=1)
     ap.add_argument("--algos", default="ring,optcc", help="comma-separated: ring, optcc")
+    ap.add_argument(
+        "--engines",
+        default="compiled,python",
+        help="comma-separated simulator loops to time side by side: compiled, python",
+    )
     ap.add_argument("--validate", action="store_true")
     a = ap.parse_args()
     if a.validate:
@@ -115,6 +141,7 @@ def main() -> None:
             a.repeat,
             a.channels,
             set(a.algos.split(",")),
+            [e for e in a.engines.split(",") if e],
         )
 
 

@@ -199,6 +199,14 @@ def sim(
             "--latency-mode", help="critical-path (one run) or rerun (minus a zero-latency run)."
         ),
     ] = "critical-path",
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="Event loop: auto (compiled when numba is there and the schedule is large),"
+            " compiled (numba) or python (the reference).",
+        ),
+    ] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     plot_file: Annotated[
         Path | None, typer.Option("--plot", help="Write a Gantt + link-utilisation PNG.")
@@ -209,6 +217,10 @@ def sim(
     Example: rcc sim balance -n 8 --fail 0:4 --size 1GiB
     """
     mode = latency_mode.replace("-", "_")
+    from resilientcc.sim.flow import ENGINES
+
+    if engine not in ENGINES:
+        raise InputError(f"--engine: must be one of {', '.join(ENGINES)}, got {engine!r}")
     if plot_file is not None and plot_file.suffix.lower() != ".png":
         raise InputError(f"--plot: {plot_file} must end in .png")
     m = parse_size_option(size)
@@ -233,7 +245,7 @@ def sim(
         algorithm = schedule
     if len(sched.transfers) >= LONG_SIM_TRANSFERS:
         typer.echo(
-            f"simulating {algorithm}: {len(sched.transfers):,} transfers, this can take minutes",
+            f"simulating {algorithm}: {len(sched.transfers):,} transfers, this can take a while",
             err=True,
         )
     rep = sim_report(
@@ -243,6 +255,7 @@ def sim(
         base_latency=base,
         zero_latency=zero_latency,
         latency_mode=mode,
+        engine=engine,
         progress=_progress_printer() if len(sched.transfers) >= LONG_SIM_TRANSFERS else None,
     )
     res = rep.pop("_result")

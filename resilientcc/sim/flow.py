@@ -63,6 +63,7 @@ import numpy as np
 
 from resilientcc.errors import SimulationError
 from resilientcc.schedules.ir import Schedule
+from resilientcc.sim import compiled
 from resilientcc.sim.maxmin import maxmin_rates
 from resilientcc.sim.result import SimResult, busiest_link_time
 from resilientcc.sim.routing import Router
@@ -70,7 +71,9 @@ from resilientcc.sim.sharing import Sharing
 from resilientcc.topology.model import Topology
 
 __all__ = [
+    "COMPILED_MIN_TRANSFERS",
     "DEFAULT_BASE_LATENCY",
+    "ENGINES",
     "LATENCY_MODES",
     "PROGRESS_EVERY",
     "byte_floor",
@@ -81,6 +84,9 @@ __all__ = [
 
 DEFAULT_BASE_LATENCY = 8.4e-6
 LATENCY_MODES = ("critical_path", "rerun")
+ENGINES = ("auto", "python", "compiled")
+#: ``engine="auto"`` compiles the loop (numba) from this many transfers
+COMPILED_MIN_TRANSFERS = 2000
 #: :func:`simulate` calls its ``progress`` every this many events
 PROGRESS_EVERY = 4096
 
@@ -409,10 +415,31 @@ def _run(
                         if p < 0 or txdone[p]:
                             to_start.append(u)
 
-    end = np.array(end_t, dtype=float)
+    return _finish(
+        prep,
+        np.array(start_t, dtype=float),
+        np.array(txend_t, dtype=float),
+        np.array(end_t, dtype=float),
+        lat_np,
+        np.array(remdeps, dtype=np.int64),
+        events,
+    )
+
+
+def _finish(
+    prep: _Prepared,
+    start: np.ndarray,
+    txend: np.ndarray,
+    end: np.ndarray,
+    lat: np.ndarray,
+    remdeps: np.ndarray,
+    events: int,
+) -> _Run:
+    """A loop's times as a :class:`_Run`; raises on transfers that never completed."""
+    n = prep.n
     if n and not np.isfinite(end).all():
         stuck = np.flatnonzero(~np.isfinite(end))
-        waiting = stuck[np.array(remdeps, dtype=np.int64)[stuck] > 0]
+        waiting = stuck[remdeps[stuck] > 0]
         what = (
             "waiting for dependencies that never complete"
             if waiting.size == stuck.size
@@ -423,13 +450,43 @@ def _run(
             f"deadlock: {stuck.size} transfers never complete ({what}), e.g. transfer(s) {ids}"
         )
     return _Run(
-        start=np.array(start_t, dtype=float),
-        txend=np.array(txend_t, dtype=float),
+        start=start,
+        txend=txend,
         end=end,
-        lat=lat_np,
+        lat=lat,
         events=events,
         makespan=float(end.max()) if n else 0.0,
     )
+
+
+def _run_engine(
+    prep: _Prepared,
+    zero_latency: bool,
+    engine: str,
+    progress: Callable[[int, int, float], None] | None,
+) -> _Run:
+    """Run the loop ``engine`` names (``"auto"`` resolved by :func:`_pick_engine`)."""
+    if _pick_engine(engine, prep.n) == "python":
+        return _run(prep, zero_latency, progress)
+    start, txend, end, lat, remdeps, events = compiled.run_compiled(
+        prep, zero_latency, progress, PROGRESS_EVERY, _BIND_RTOL
+    )
+    return _finish(prep, start, txend, end, lat, remdeps, events)
+
+
+def _pick_engine(engine: str, n: int) -> str:
+    if engine not in ENGINES:
+        raise SimulationError(f"engine: must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "compiled":
+        if not compiled.available():
+            raise SimulationError(
+                "engine 'compiled' needs numba, which cannot be imported here (pip install"
+                " numba, or use engine='python')"
+            )
+        return "compiled"
+    if engine == "auto" and compiled.available() and n >= COMPILED_MIN_TRANSFERS:
+        return "compiled"
+    return "python"
 
 
 def _critical_path(prep: _Prepared, run: _Run) -> tuple[list[int], float]:
@@ -531,6 +588,7 @@ def simulate(
     zero_latency: bool = False,
     latency_mode: str = "critical_path",
     progress: Callable[[int, int, float], None] | None = None,
+    engine: str = "auto",
 ) -> SimResult:
     """Simulate ``schedule`` on ``topology`` at flow level.
 
@@ -545,12 +603,17 @@ def simulate(
         progress: called every :data:`PROGRESS_EVERY` events as ``progress(completed,
             transfers, simulated_seconds)`` (for long runs; the second run of
             ``"rerun"`` reports too).
+        engine: the event loop: ``"python"`` (the reference), ``"compiled"`` (the same
+            loop compiled with numba, :mod:`resilientcc.sim.compiled`; needs numba) or
+            ``"auto"`` (compiled from :data:`COMPILED_MIN_TRANSFERS` transfers when
+            numba is installed). The two agree up to rounding.
 
     Returns:
         A :class:`SimResult`.
 
     Raises:
-        SimulationError: wrong topology, no route, an invalid pinned route, or a deadlock.
+        SimulationError: wrong topology, no route, an invalid pinned route, a deadlock,
+            an unknown engine, or ``"compiled"`` without numba.
 
     Examples:
         >>> from fractions import Fraction
@@ -566,18 +629,19 @@ def simulate(
             f"latency_mode: must be one of {', '.join(LATENCY_MODES)}, got {latency_mode!r}"
         )
     _check_fits(schedule, topology)
+    _pick_engine(engine, 0)
     base = 0.0 if zero_latency else float(base_latency)
     if base < 0:
         raise SimulationError(f"base_latency: must not be negative, got {base_latency!r}")
     prep = _Prepared(schedule, topology)
-    run = _run(prep, zero_latency, progress)
+    run = _run_engine(prep, zero_latency, engine, progress)
     makespan = run.makespan
     time_s = makespan + base if prep.n else 0.0
     path, path_lat = _critical_path(prep, run)
     if zero_latency:
         latency_s = 0.0
     elif latency_mode == "rerun":
-        latency_s = time_s - (_run(prep, True, progress).makespan if prep.n else 0.0)
+        latency_s = time_s - (_run_engine(prep, True, engine, progress).makespan if prep.n else 0.0)
     else:
         latency_s = path_lat + base if prep.n else 0.0
     n_links = len(topology.links)

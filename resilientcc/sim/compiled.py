@@ -1,0 +1,803 @@
+"""The simulator's event loop compiled with numba (the same model, 20-100 × faster).
+
+:func:`run_compiled` is :func:`resilientcc.sim.flow._run` with every data structure
+flattened into numpy arrays, so that numba can compile the whole loop: the incremental
+max-min fair sharing of :class:`resilientcc.sim.sharing.Sharing`, the water-filling of
+:func:`resilientcc.sim.maxmin.waterfill`, and the finish and completion heaps. It
+implements the same semantics step for step; only the order in which simultaneous
+flows are visited may differ, so times agree with the pure-Python loop up to rounding
+(the tests compare both on every generator).
+
+The pure-Python loop stays the reference and the fallback: where numba cannot be
+imported (it is a dependency, but wheels lag new Python versions) :func:`available` is
+false and :func:`resilientcc.sim.simulate` uses Python. The first call in a process compiles the
+loop (a few seconds; numba caches the machine code on disk next to this file when it
+can write there, so later processes load it in well under a second).
+
+Data layout (all ``int64`` / ``float64`` arrays):
+
+* classes: ``clptr`` / ``clk``, the CSR of each class's links that can bind;
+* links: the classes active on each, kept in a block of ``lptr`` (as many slots as
+  classes cross it), with ``lnact`` in use; ``incpos[e]`` is where incidence ``e``
+  (class ``k``'s ``j``-th link is ``e = clptr[k] + j``) sits in its link's block, and
+  ``lslot`` holds incidences, so a class leaves a link by swapping with the last one;
+* members: the transfers of each class that are transmitting, a binary heap in a block
+  of ``mptr`` (``mcnt`` in use) ordered by *service target*. All flows of a class run
+  at the same rate, so the loop keeps one service clock per class (bytes served to
+  each of its flows since it last had none) and a flow ends when the clock reaches the
+  clock at its start plus its bytes. A rate change then costs one entry in the finish
+  heap per class, not one per flow, and the finish heap holds classes, not flows.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["available", "run_compiled"]
+
+try:  # numba is optional: without it the simulator runs its pure-Python loop
+    import numba
+
+    _HAVE_NUMBA = True
+except ImportError:  # pragma: no cover - exercised only where numba is missing
+    numba = None  # type: ignore[assignment]
+    _HAVE_NUMBA = False
+
+_KEEP_RTOL = 1e-9  # as in resilientcc.sim.sharing
+_RTOL = 1e-10  # as in resilientcc.sim.flow
+
+# the progress callback of the run in flight (numba calls back into Python through it)
+_progress_cb: Callable[[int, int, float], None] | None = None
+
+
+def _report_progress(completed: int, n: int, t: float) -> None:
+    if _progress_cb is not None:
+        _progress_cb(completed, n, t)
+
+
+def available() -> bool:
+    """Whether numba is installed, so that :func:`run_compiled` can run."""
+    return _HAVE_NUMBA
+
+
+def _jit(fn: Any) -> Any:
+    if not _HAVE_NUMBA:
+        return fn
+    return numba.njit(cache=True)(fn)
+
+
+@_jit
+def _hpush(hk, hv, size, key, val):  # type: ignore[no-untyped-def]
+    """Push ``(key, val)`` on the binary heap ``hk`` / ``hv`` of ``size``; new size."""
+    p = size
+    while p > 0:
+        parent = (p - 1) >> 1
+        kp = hk[parent]
+        if kp < key or (kp == key and hv[parent] < val):
+            break
+        hk[p] = kp
+        hv[p] = hv[parent]
+        p = parent
+    hk[p] = key
+    hv[p] = val
+    return size + 1
+
+
+@_jit
+def _hpop(hk, hv, size):  # type: ignore[no-untyped-def]
+    """Drop the head of the binary heap ``hk`` / ``hv`` of ``size``; new size."""
+    size -= 1
+    if size == 0:
+        return 0
+    key = hk[size]
+    val = hv[size]
+    p = 0
+    while True:
+        c = 2 * p + 1
+        if c >= size:
+            break
+        if c + 1 < size and (hk[c + 1] < hk[c] or (hk[c + 1] == hk[c] and hv[c + 1] < hv[c])):
+            c += 1
+        if key < hk[c] or (key == hk[c] and val < hv[c]):
+            break
+        hk[p] = hk[c]
+        hv[p] = hv[c]
+        p = c
+    hk[p] = key
+    hv[p] = val
+    return size
+
+
+@_jit
+def _iset(fkey, fcls, fpos, size, k, key):  # type: ignore[no-untyped-def]
+    """Set class ``k``'s key in the indexed heap (``fpos[k] < 0``: absent); new size."""
+    p = fpos[k]
+    if p < 0:
+        p = size
+        size += 1
+    elif key > fkey[p]:  # later: sift down
+        while True:
+            c = 2 * p + 1
+            if c >= size:
+                break
+            if c + 1 < size and (
+                fkey[c + 1] < fkey[c] or (fkey[c + 1] == fkey[c] and fcls[c + 1] < fcls[c])
+            ):
+                c += 1
+            if key < fkey[c] or (key == fkey[c] and k < fcls[c]):
+                break
+            fkey[p] = fkey[c]
+            fcls[p] = fcls[c]
+            fpos[fcls[p]] = p
+            p = c
+        fkey[p] = key
+        fcls[p] = k
+        fpos[k] = p
+        return size
+    while p > 0:  # sooner (or new): sift up
+        parent = (p - 1) >> 1
+        kp = fkey[parent]
+        if kp < key or (kp == key and fcls[parent] < k):
+            break
+        fkey[p] = kp
+        fcls[p] = fcls[parent]
+        fpos[fcls[p]] = p
+        p = parent
+    fkey[p] = key
+    fcls[p] = k
+    fpos[k] = p
+    return size
+
+
+@_jit
+def _iremove(fkey, fcls, fpos, size, k):  # type: ignore[no-untyped-def]
+    """Take class ``k`` out of the indexed heap, if there; new size."""
+    p = fpos[k]
+    if p < 0:
+        return size
+    fpos[k] = -1
+    size -= 1
+    if p == size:
+        return size
+    last = fcls[size]
+    key = fkey[size]
+    fcls[p] = last
+    fpos[last] = p
+    parent = (p - 1) >> 1
+    if p > 0 and (fkey[parent] > key or (fkey[parent] == key and fcls[parent] > last)):
+        fkey[p] = math.inf  # _iset sifts it up
+    else:
+        fkey[p] = -math.inf  # _iset sifts it down
+    return _iset(fkey, fcls, fpos, size, last, key)
+
+
+@_jit
+def _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, ws, wi, ep, rate_out):  # type: ignore[no-untyped-def]
+    """Max-min rates of the classes ``comp[:ncomp]`` (see maxmin.waterfill).
+
+    ``hlk[hptr[idx]:hptr[idx + 1]]`` are class ``comp[idx]``'s links, ``resid`` their
+    capacity; ``ws`` (floats) and ``wi`` (ints) are scratch space that
+    :func:`_scratch` sizes, ``ep`` a number not used in an earlier call.
+    """
+    n_links = resid.shape[0]
+    nh = hptr[ncomp]
+    # scratch layout
+    res = ws[0:n_links]
+    hk = ws[n_links:]
+    lstamp = wi[0:n_links]
+    lidx = wi[n_links : 2 * n_links]
+    cnt = wi[2 * n_links : 3 * n_links]
+    ucount = wi[3 * n_links : 4 * n_links + 1]
+    off = 4 * n_links + 1
+    hloc = wi[off : off + nh]
+    off += nh
+    uflat = wi[off : off + nh]
+    off += nh
+    frozen = wi[off : off + ncomp]
+    off += ncomp
+    hv = wi[off:]
+    # local links: ids, unfrozen flows, residual capacity, users (CSR)
+    nloc = 0
+    for idx in range(ncomp):
+        m = mult[comp[idx]]
+        frozen[idx] = 0
+        for e in range(hptr[idx], hptr[idx + 1]):
+            li = hlk[e]
+            if lstamp[li] != ep:
+                lstamp[li] = ep
+                lidx[li] = nloc
+                cnt[nloc] = 0
+                res[nloc] = resid[li]
+                ucount[nloc + 1] = 0
+                nloc += 1
+            j = lidx[li]
+            hloc[e] = j
+            cnt[j] += m
+            ucount[j + 1] += 1
+    ucount[0] = 0
+    for j in range(nloc):
+        ucount[j + 1] += ucount[j]
+    for idx in range(ncomp):
+        for e in range(hptr[idx], hptr[idx + 1]):
+            j = hloc[e]
+            uflat[ucount[j]] = idx
+            ucount[j] += 1
+    for j in range(nloc - 1, 0, -1):  # ucount[j] now ends link j's users: shift back
+        ucount[j] = ucount[j - 1]
+    ucount[0] = 0
+    size = 0
+    for j in range(nloc):
+        size = _hpush(hk, hv, size, res[j] / cnt[j], j)
+    for idx in range(ncomp):
+        fc = ccap[comp[idx]]
+        private = True
+        for e in range(hptr[idx], hptr[idx + 1]):
+            if res[hloc[e]] <= fc:
+                private = False
+                break
+        if private:
+            size = _hpush(hk, hv, size, fc, -1 - idx)
+    left = ncomp
+    while left:
+        level = hk[0]
+        j = hv[0]
+        size = _hpop(hk, hv, size)
+        if j < 0:
+            lo_u, hi_u = 0, 1
+            share = level
+        else:
+            c = cnt[j]
+            if c == 0:
+                continue
+            share = res[j] / c
+            if share > level:
+                size = _hpush(hk, hv, size, share, j)
+                continue
+            lo_u, hi_u = ucount[j], ucount[j + 1]
+        for pos in range(lo_u, hi_u):
+            idx = -1 - j if j < 0 else uflat[pos]
+            if frozen[idx]:
+                continue
+            frozen[idx] = 1
+            left -= 1
+            k = comp[idx]
+            fc = ccap[k]
+            r = share if share < fc else fc
+            rate_out[idx] = r
+            m = mult[k]
+            used = r * m
+            for e in range(hptr[idx], hptr[idx + 1]):
+                j2 = hloc[e]
+                x = res[j2] - used
+                res[j2] = x if x > 0.0 else 0.0
+                cnt[j2] -= m
+
+
+@_jit
+def _fill_level(li, ell, cap, lptr, lnact, lslot, inc_cls, crate, mult, jstamp, jround):  # type: ignore[no-untyped-def]
+    """A better lower bound than ``ell`` on the level at which link ``li`` fills.
+
+    The level ``x`` solves ``sum(min(rate_k, x) * flows_k) + x * joining = capacity``
+    over the classes active on the link (``joining``: the flows of classes that gained
+    flows this round, which all rise with the level). Starting from any ``ell`` below
+    it, ``(capacity - sum of the rates below ell) / (flows at or above ell)`` is again
+    below it and no lower than ``ell``; two such steps are taken. A joining flow's
+    max-min rate is at least the smallest of these levels over its links: at the level
+    where it freezes, one of its links fills, with every class slower than that level
+    at its old rate (progressive filling runs the same below it).
+    """
+    for _ in range(2):
+        slow = 0.0
+        rising = 0
+        for p in range(lptr[li], lptr[li] + lnact[li]):
+            k2 = inc_cls[lslot[p]]
+            m2 = mult[k2]
+            if jstamp[k2] != jround and crate[k2] < ell:
+                slow += crate[k2] * m2
+            else:
+                rising += m2
+        if rising == 0:
+            return ell
+        nxt = (cap[li] - slow) / rising
+        if nxt <= ell:
+            return ell
+        ell = nxt
+    return ell
+
+
+@_jit
+def _mpush(mslot, base, cnt, key, i):  # type: ignore[no-untyped-def]
+    """Push transfer ``i`` on the heap ``mslot[base:base + cnt]`` ordered by ``key``."""
+    p = cnt
+    ki = key[i]
+    while p > 0:
+        parent = (p - 1) >> 1
+        q = mslot[base + parent]
+        kq = key[q]
+        if kq < ki or (kq == ki and q < i):
+            break
+        mslot[base + p] = q
+        p = parent
+    mslot[base + p] = i
+
+
+@_jit
+def _mpop(mslot, base, cnt, key):  # type: ignore[no-untyped-def]
+    """Drop the head of the heap ``mslot[base:base + cnt]`` (``cnt`` before the pop)."""
+    cnt -= 1
+    if cnt == 0:
+        return
+    x = mslot[base + cnt]
+    kx = key[x]
+    p = 0
+    while True:
+        c = 2 * p + 1
+        if c >= cnt:
+            break
+        y = mslot[base + c]
+        ky = key[y]
+        if c + 1 < cnt:
+            z = mslot[base + c + 1]
+            kz = key[z]
+            if kz < ky or (kz == ky and z < y):
+                c, y, ky = c + 1, z, kz
+        if kx < ky or (kx == ky and x < y):
+            break
+        mslot[base + p] = y
+        p = c
+    mslot[base + p] = x
+
+
+@_jit
+def _loop(  # type: ignore[no-untyped-def]
+    nbytes,
+    lat,
+    tcls,
+    tcap,
+    succ,
+    pred,
+    uptr,
+    users,
+    remdeps,
+    first,
+    clptr,
+    clk,
+    ccap,
+    cap,
+    captol,
+    lptr,
+    mptr,
+    progress_every,
+    start_t,
+    txend_t,
+    end_t,
+):
+    """The event loop; fills the three time arrays, returns (events, completed)."""
+    n = nbytes.shape[0]
+    n_cls = ccap.shape[0]
+    n_links = cap.shape[0]
+    inf = math.inf
+    # --- sharing state
+    demand = np.zeros(n_links)
+    lcnt = np.zeros(n_links, dtype=np.int64)
+    hot = np.zeros(n_links, dtype=np.bool_)
+    lnact = np.zeros(n_links, dtype=np.int64)
+    lslot = np.empty(max(lptr[n_links], 1), dtype=np.int64)  # incidences
+    incpos = np.zeros(max(clptr[n_cls], 1), dtype=np.int64)
+    inc_cls = np.empty(max(clptr[n_cls], 1), dtype=np.int64)
+    for k in range(n_cls):
+        for e in range(clptr[k], clptr[k + 1]):
+            inc_cls[e] = k
+    mult = np.zeros(n_cls, dtype=np.int64)
+    crate = ccap.copy()
+    # per link: sum of rate x flows over its active classes (kept as rates change, summed
+    # afresh whenever a scan visits all of them) and a bound on their largest rate
+    lused = np.zeros(n_links)
+    lmax = np.zeros(n_links)
+    lshort = np.zeros(n_links, dtype=np.int64)  # epoch in which the scan skipped it
+    lsub = np.zeros(n_links)
+    shortl = np.empty(n_links, dtype=np.int64)
+    seedflag = np.zeros(n_links, dtype=np.bool_)
+    seeds = np.empty(n_links, dtype=np.int64)
+    nseeds = 0
+    joined_cls = np.empty(max(n, 1), dtype=np.int64)
+    njoined = 0
+    jstamp = np.zeros(n_cls, dtype=np.int64)  # round in which a class gained flows
+    jround = 0
+    xstar = inf
+    ep = 0
+    cseen = np.zeros(n_cls, dtype=np.int64)
+    rseen = np.zeros(n_links, dtype=np.int64)
+    resid = np.zeros(n_links)
+    n_inc = max(clptr[n_cls], 1)
+    ws = np.zeros(2 * n_links + n_cls + 1)  # waterfill's scratch space
+    wi = np.zeros(6 * n_links + 2 * n_inc + 2 * n_cls + 2, dtype=np.int64)
+    comp = np.empty(max(n_cls, 1), dtype=np.int64)
+    hptr = np.zeros(max(n_cls, 1) + 1, dtype=np.int64)
+    hlk = np.empty(max(clptr[n_cls], 1), dtype=np.int64)
+    wrate = np.empty(max(n_cls, 1))
+    chg_k = np.empty(max(n_cls, 1), dtype=np.int64)
+    chg_old = np.empty(max(n_cls, 1))
+    # --- members of each class: a heap by service target; the class's service (bytes
+    # per flow) was svc at tsvc, growing at its rate since
+    mcnt = np.zeros(n_cls, dtype=np.int64)
+    mslot = np.empty(max(mptr[n_cls], 1), dtype=np.int64)
+    target = np.zeros(n)
+    svc = np.zeros(n_cls)
+    tsvc = np.zeros(n_cls)
+    # the finish heap: every class with flows, keyed by its next finish (indexed)
+    fkey = np.zeros(max(n_cls, 1))
+    fcls = np.zeros(max(n_cls, 1), dtype=np.int64)
+    fpos = np.full(max(n_cls, 1), -1, dtype=np.int64)
+    fsize = 0
+    dirty = np.zeros(n_cls, dtype=np.bool_)  # its next finish must be set again
+    dlist = np.empty(max(n_cls, 1), dtype=np.int64)
+    ndirty = 0
+    # --- transfers
+    txdone = np.zeros(n, dtype=np.bool_)
+    gheap = [(0.0, 0, 0)]
+    gheap.pop()
+    cheap = [(0.0, 0, 0)]
+    cheap.pop()
+    seq = 0
+    t = 0.0
+    events = 0
+    completed = 0
+    to_start = np.empty(max(n, 1), dtype=np.int64)
+    nstart = first.shape[0]
+    to_start[:nstart] = first
+    joined = np.empty(max(n, 1), dtype=np.int64)
+    done = np.empty(max(n, 1), dtype=np.int64)
+
+    while True:
+        nj = 0
+        for a in range(nstart):
+            i = to_start[a]
+            start_t[i] = t
+            k = tcls[i]
+            if k < 0:
+                fc = tcap[i]
+                tf = t + nbytes[i] / fc if fc > 0 else inf
+                seq += 1
+                heapq.heappush(gheap, (tf, seq, i))
+            else:
+                # sharing.join(k)
+                if mult[k] == 0:
+                    for e in range(clptr[k], clptr[k + 1]):
+                        li = clk[e]
+                        p = lptr[li] + lnact[li]
+                        lslot[p] = e
+                        incpos[e] = p
+                        lnact[li] += 1
+                mult[k] += 1
+                fc = ccap[k]
+                rk = crate[k]
+                for e in range(clptr[k], clptr[k + 1]):
+                    li = clk[e]
+                    lused[li] += rk
+                    if rk > lmax[li]:
+                        lmax[li] = rk
+                    d = demand[li] + fc
+                    demand[li] = d
+                    lcnt[li] += 1
+                    if d > captol[li]:
+                        hot[li] = True
+                        if not seedflag[li]:
+                            seedflag[li] = True
+                            seeds[nseeds] = li
+                            nseeds += 1
+                joined_cls[njoined] = k
+                njoined += 1
+                joined[nj] = i
+                nj += 1
+        nstart = 0
+        # --- sharing.update()
+        nchg = 0
+        # a lower bound on every joining flow's max-min rate: on each of its links, the
+        # level at which the link would fill if the classes that gained flows rose with
+        # it and every other class stayed at its rate (or the level, if lower); see
+        # _fill_level. The plain fair share capacity / flows is its first iterate.
+        jround += 1
+        for a in range(njoined):
+            jstamp[joined_cls[a]] = jround
+        for a in range(njoined):
+            k = joined_cls[a]
+            lb = ccap[k]
+            for e in range(clptr[k], clptr[k + 1]):
+                li = clk[e]
+                if hot[li] and cap[li] < lb * lcnt[li]:
+                    ell = cap[li] / lcnt[li]
+                    if ell < xstar:
+                        ell = _fill_level(
+                            li, ell, cap, lptr, lnact, lslot, inc_cls, crate, mult, jstamp, jround
+                        )
+                    if ell < lb:
+                        lb = ell
+            if lb < xstar:
+                xstar = lb
+        njoined = 0
+        if nseeds:
+            lo = xstar * (1 - _KEEP_RTOL) if xstar < inf else -1.0
+            ep += 1
+            ncomp = 0
+            for s in range(nseeds):
+                li = seeds[s]
+                seedflag[li] = False
+                for p in range(lptr[li], lptr[li] + lnact[li]):
+                    k = inc_cls[lslot[p]]
+                    if cseen[k] != ep:
+                        cseen[k] = ep
+                        comp[ncomp] = k
+                        ncomp += 1
+            nseeds = 0
+            nh = 0
+            nshort = 0
+            idx = 0
+            while idx < ncomp:
+                k = comp[idx]
+                hptr[idx] = nh
+                for e in range(clptr[k], clptr[k + 1]):
+                    li = clk[e]
+                    if not hot[li]:
+                        continue
+                    hlk[nh] = li
+                    nh += 1
+                    if rseen[li] == ep:
+                        continue
+                    rseen[li] = ep
+                    if lmax[li] < lo:  # no class on it is fast: its sum minus comp's
+                        lshort[li] = ep
+                        lsub[li] = 0.0
+                        shortl[nshort] = li
+                        nshort += 1
+                        continue
+                    used = 0.0
+                    tot = 0.0
+                    mx = 0.0
+                    for p in range(lptr[li], lptr[li] + lnact[li]):
+                        k2 = inc_cls[lslot[p]]
+                        rk = crate[k2]
+                        x = rk * mult[k2]
+                        tot += x
+                        if rk > mx:
+                            mx = rk
+                        if cseen[k2] == ep:
+                            continue
+                        if rk >= lo:
+                            cseen[k2] = ep
+                            comp[ncomp] = k2
+                            ncomp += 1
+                        else:
+                            used += x
+                    lused[li] = tot
+                    lmax[li] = mx
+                    resid[li] = cap[li] - used if cap[li] > used else 0.0
+                idx += 1
+            hptr[ncomp] = nh
+            if nshort:
+                for idx in range(ncomp):
+                    k = comp[idx]
+                    x = crate[k] * mult[k]
+                    for e in range(hptr[idx], hptr[idx + 1]):
+                        li = hlk[e]
+                        if lshort[li] == ep:
+                            lsub[li] += x
+                for a in range(nshort):
+                    li = shortl[a]
+                    used = lused[li] - lsub[li]
+                    if used < 0.0:
+                        used = 0.0
+                    resid[li] = cap[li] - used if cap[li] > used else 0.0
+            _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, ws, wi, ep, wrate)
+            for idx in range(ncomp):
+                k = comp[idx]
+                r = wrate[idx]
+                old = crate[k]
+                if r != old:
+                    crate[k] = r
+                    x = (r - old) * mult[k]
+                    for e in range(clptr[k], clptr[k + 1]):
+                        li = clk[e]
+                        lused[li] += x
+                        if r > lmax[li]:
+                            lmax[li] = r
+                    chg_k[nchg] = k
+                    chg_old[nchg] = old
+                    nchg += 1
+        xstar = inf
+        # new rates: bring the changed classes' service up to now at the old rate
+        for c in range(nchg):
+            k = chg_k[c]
+            svc[k] += chg_old[c] * (t - tsvc[k])
+            tsvc[k] = t
+            if not dirty[k]:
+                dirty[k] = True
+                dlist[ndirty] = k
+                ndirty += 1
+        for a in range(nj):
+            i = joined[a]
+            k = tcls[i]
+            if mcnt[k] == 0:
+                svc[k] = 0.0
+                tsvc[k] = t
+            else:
+                svc[k] += crate[k] * (t - tsvc[k])
+                tsvc[k] = t
+            target[i] = svc[k] + nbytes[i]
+            _mpush(mslot, mptr[k], mcnt[k], target, i)
+            mcnt[k] += 1
+            if not dirty[k]:
+                dirty[k] = True
+                dlist[ndirty] = k
+                ndirty += 1
+        # the next finish of every class that changed
+        for a in range(ndirty):
+            k = dlist[a]
+            dirty[k] = False
+            if mcnt[k] == 0:
+                fsize = _iremove(fkey, fcls, fpos, fsize, k)
+                continue
+            r = crate[k]
+            h = mslot[mptr[k]]
+            tf = tsvc[k] + (target[h] - svc[k]) / r if r > 0 else inf
+            fsize = _iset(fkey, fcls, fpos, fsize, k, tf)
+        ndirty = 0
+
+        tn = fkey[0] if fsize else inf
+        if len(gheap) and gheap[0][0] < tn:
+            tn = gheap[0][0]
+        if len(cheap) and cheap[0][0] < tn:
+            tn = cheap[0][0]
+        if tn == inf:
+            break
+        events += 1
+        if progress_every > 0 and events % progress_every == 0:
+            with numba.objmode():
+                _report_progress(completed, n, t)
+        nd = 0
+        bound = t + ((tn - t) * (1 + _RTOL) + tn * 1e-13)
+        while len(gheap) and gheap[0][0] <= bound:
+            done[nd] = heapq.heappop(gheap)[2]
+            nd += 1
+        while fsize and fkey[0] <= bound:
+            k = fcls[0]
+            fsize = _iremove(fkey, fcls, fpos, fsize, k)
+            dirty[k] = True
+            dlist[ndirty] = k
+            ndirty += 1
+            r = crate[k]
+            while mcnt[k]:  # every flow of the class that drains by the bound
+                i = mslot[mptr[k]]
+                if tsvc[k] + (target[i] - svc[k]) / r > bound:
+                    break
+                _mpop(mslot, mptr[k], mcnt[k], target)
+                mcnt[k] -= 1
+                done[nd] = i
+                nd += 1
+                # sharing.leave(k)
+                if crate[k] < xstar:
+                    xstar = crate[k]
+                m = mult[k] - 1
+                mult[k] = m
+                fc = ccap[k]
+                rk = crate[k]
+                for e in range(clptr[k], clptr[k + 1]):
+                    li = clk[e]
+                    lused[li] -= rk
+                    if hot[li] and not seedflag[li]:
+                        seedflag[li] = True
+                        seeds[nseeds] = li
+                        nseeds += 1
+                    c = lcnt[li] - 1
+                    lcnt[li] = c
+                    d = demand[li] - fc if c else 0.0
+                    demand[li] = d
+                    hot[li] = d > captol[li]
+                    if m == 0:
+                        pe = incpos[e]
+                        lastp = lptr[li] + lnact[li] - 1
+                        e2 = lslot[lastp]
+                        lslot[pe] = e2
+                        incpos[e2] = pe
+                        lnact[li] -= 1
+                        if lnact[li] == 0:
+                            lused[li] = 0.0
+                            lmax[li] = 0.0
+                if m == 0:
+                    crate[k] = fc
+        for a in range(nd):
+            i = done[a]
+            txdone[i] = True
+            txend_t[i] = tn
+            seq += 1
+            heapq.heappush(cheap, (tn + lat[i], seq, i))
+            s = succ[i]
+            if s >= 0 and remdeps[s] == 0:
+                to_start[nstart] = s
+                nstart += 1
+        t = tn
+        limit = t * (1 + 1e-12) + 1e-300
+        while len(cheap) and cheap[0][0] <= limit:
+            tc, _, i = heapq.heappop(cheap)
+            completed += 1
+            end_t[i] = tc
+            for q in range(uptr[i], uptr[i + 1]):
+                u = users[q]
+                d2 = remdeps[u] - 1
+                remdeps[u] = d2
+                if d2 == 0:
+                    pu = pred[u]
+                    if pu < 0 or txdone[pu]:
+                        to_start[nstart] = u
+                        nstart += 1
+    return events, completed
+
+
+def run_compiled(
+    prep: Any,
+    zero_latency: bool,
+    progress: Callable[[int, int, float], None] | None,
+    progress_every: int,
+    bind_rtol: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Run the compiled loop on a ``flow._Prepared``.
+
+    Returns:
+        ``(start, txend, end, route latency, dependencies left, events)`` per transfer.
+    """
+    global _progress_cb
+    if not _HAVE_NUMBA:
+        raise RuntimeError("the compiled simulator needs numba (pip install numba)")
+    n = prep.n
+    lat = np.zeros(n) if zero_latency else prep.rlat[prep.route].astype(float)
+    tcls = prep.route_class[prep.route].astype(np.int64)
+    tcap = prep.rcap[prep.route].astype(float)
+    n_cls = len(prep.class_links)
+    n_links = len(prep.capacity)
+    clen = np.array([len(c) for c in prep.class_links], dtype=np.int64)
+    clptr = np.concatenate([[0], np.cumsum(clen)]).astype(np.int64)
+    clk = np.fromiter((li for c in prep.class_links for li in c), np.int64, int(clen.sum()))
+    ccap = np.array(prep.class_cap, dtype=float)
+    cap = prep.capacity.astype(float)
+    captol = cap * (1 + bind_rtol)
+    lptr = np.concatenate([[0], np.cumsum(np.bincount(clk, minlength=n_links))]).astype(np.int64)
+    in_cls = tcls[tcls >= 0]
+    mptr = np.concatenate([[0], np.cumsum(np.bincount(in_cls, minlength=n_cls))]).astype(np.int64)
+    remdeps = prep.ndeps.astype(np.int64).copy()
+    first = np.flatnonzero((prep.ndeps == 0) & (prep.pred < 0)).astype(np.int64)
+    start = np.full(n, np.nan)
+    txend = np.full(n, np.nan)
+    end = np.full(n, np.nan)
+    _progress_cb = progress
+    try:
+        events, _ = _loop(
+            prep.nbytes.astype(float),
+            lat,
+            tcls,
+            tcap,
+            prep.succ.astype(np.int64),
+            prep.pred.astype(np.int64),
+            prep.users_ptr.astype(np.int64),
+            prep.users.astype(np.int64),
+            remdeps,
+            first,
+            clptr,
+            clk,
+            ccap,
+            cap,
+            captol,
+            lptr,
+            mptr,
+            progress_every if progress is not None else 0,
+            start,
+            txend,
+            end,
+        )
+    finally:
+        _progress_cb = None
+    return start, txend, end, lat, remdeps, int(events)
