@@ -177,71 +177,56 @@ def _iremove(fkey, fcls, fpos, size, k):  # type: ignore[no-untyped-def]
 
 
 @_jit
-def _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, ws, wi, ep, rate_out):  # type: ignore[no-untyped-def]
+def _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, lptr, ws, wi, ep, rate_out):  # type: ignore[no-untyped-def]
     """Max-min rates of the classes ``comp[:ncomp]`` (see maxmin.waterfill).
 
     ``hlk[hptr[idx]:hptr[idx + 1]]`` are class ``comp[idx]``'s links, ``resid`` their
-    capacity; ``ws`` (floats) and ``wi`` (ints) are scratch space that
-    :func:`_scratch` sizes, ``ep`` a number not used in an earlier call.
+    capacity; a link's users go to its block of ``lptr`` (room for every class that
+    crosses it). ``ws`` (floats) and ``wi`` (ints) are scratch space, ``ep`` a number
+    not used in an earlier call.
     """
     n_links = resid.shape[0]
-    nh = hptr[ncomp]
-    # scratch layout
+    n_inc = lptr[n_links]
+    # scratch layout, indexed by link (no local renumbering)
     res = ws[0:n_links]
     hk = ws[n_links:]
     lstamp = wi[0:n_links]
-    lidx = wi[n_links : 2 * n_links]
-    cnt = wi[2 * n_links : 3 * n_links]
-    ucount = wi[3 * n_links : 4 * n_links + 1]
-    off = 4 * n_links + 1
-    hloc = wi[off : off + nh]
-    off += nh
-    uflat = wi[off : off + nh]
-    off += nh
+    cnt = wi[n_links : 2 * n_links]
+    ucnt = wi[2 * n_links : 3 * n_links]
+    touched = wi[3 * n_links : 4 * n_links]
+    off = 4 * n_links
+    uflat = wi[off : off + n_inc]
+    off += n_inc
     frozen = wi[off : off + ncomp]
     off += ncomp
     hv = wi[off:]
-    # local links: ids, unfrozen flows, residual capacity, users (CSR)
     nloc = 0
+    size = 0
     for idx in range(ncomp):
-        m = mult[comp[idx]]
+        k = comp[idx]
+        m = mult[k]
         frozen[idx] = 0
+        fmin = math.inf
         for e in range(hptr[idx], hptr[idx + 1]):
             li = hlk[e]
             if lstamp[li] != ep:
                 lstamp[li] = ep
-                lidx[li] = nloc
-                cnt[nloc] = 0
-                res[nloc] = resid[li]
-                ucount[nloc + 1] = 0
+                cnt[li] = 0
+                res[li] = resid[li]
+                ucnt[li] = 0
+                touched[nloc] = li
                 nloc += 1
-            j = lidx[li]
-            hloc[e] = j
-            cnt[j] += m
-            ucount[j + 1] += 1
-    ucount[0] = 0
-    for j in range(nloc):
-        ucount[j + 1] += ucount[j]
-    for idx in range(ncomp):
-        for e in range(hptr[idx], hptr[idx + 1]):
-            j = hloc[e]
-            uflat[ucount[j]] = idx
-            ucount[j] += 1
-    for j in range(nloc - 1, 0, -1):  # ucount[j] now ends link j's users: shift back
-        ucount[j] = ucount[j - 1]
-    ucount[0] = 0
-    size = 0
-    for j in range(nloc):
-        size = _hpush(hk, hv, size, res[j] / cnt[j], j)
-    for idx in range(ncomp):
-        fc = ccap[comp[idx]]
-        private = True
-        for e in range(hptr[idx], hptr[idx + 1]):
-            if res[hloc[e]] <= fc:
-                private = False
-                break
-        if private:
+            cnt[li] += m
+            uflat[lptr[li] + ucnt[li]] = idx
+            ucnt[li] += 1
+            if resid[li] < fmin:
+                fmin = resid[li]
+        fc = ccap[k]
+        if fmin > fc:  # no link of it is as narrow as its private cap
             size = _hpush(hk, hv, size, fc, -1 - idx)
+    for a in range(nloc):
+        li = touched[a]
+        size = _hpush(hk, hv, size, res[li] / cnt[li], li)
     left = ncomp
     while left:
         level = hk[0]
@@ -258,7 +243,7 @@ def _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, ws, wi, ep, rate_out):
             if share > level:
                 size = _hpush(hk, hv, size, share, j)
                 continue
-            lo_u, hi_u = ucount[j], ucount[j + 1]
+            lo_u, hi_u = lptr[j], lptr[j] + ucnt[j]
         for pos in range(lo_u, hi_u):
             idx = -1 - j if j < 0 else uflat[pos]
             if frozen[idx]:
@@ -272,7 +257,7 @@ def _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, ws, wi, ep, rate_out):
             m = mult[k]
             used = r * m
             for e in range(hptr[idx], hptr[idx + 1]):
-                j2 = hloc[e]
+                j2 = hlk[e]
                 x = res[j2] - used
                 res[j2] = x if x > 0.0 else 0.0
                 cnt[j2] -= m
@@ -414,9 +399,8 @@ def _loop(  # type: ignore[no-untyped-def]
     cseen = np.zeros(n_cls, dtype=np.int64)
     rseen = np.zeros(n_links, dtype=np.int64)
     resid = np.zeros(n_links)
-    n_inc = max(clptr[n_cls], 1)
     ws = np.zeros(2 * n_links + n_cls + 1)  # waterfill's scratch space
-    wi = np.zeros(6 * n_links + 2 * n_inc + 2 * n_cls + 2, dtype=np.int64)
+    wi = np.zeros(5 * n_links + lptr[n_links] + 2 * n_cls + 2, dtype=np.int64)
     comp = np.empty(max(n_cls, 1), dtype=np.int64)
     hptr = np.zeros(max(n_cls, 1) + 1, dtype=np.int64)
     hlk = np.empty(max(clptr[n_cls], 1), dtype=np.int64)
@@ -593,7 +577,7 @@ def _loop(  # type: ignore[no-untyped-def]
                     if used < 0.0:
                         used = 0.0
                     resid[li] = cap[li] - used if cap[li] > used else 0.0
-            _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, ws, wi, ep, wrate)
+            _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, lptr, ws, wi, ep, wrate)
             for idx in range(ncomp):
                 k = comp[idx]
                 r = wrate[idx]
