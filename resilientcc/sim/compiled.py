@@ -1,4 +1,4 @@
-"""The simulator's event loop compiled with numba (the same model, 20-100 × faster).
+"""The simulator's event loop compiled with numba (the same model, 15-30 × faster on OptCC).
 
 :func:`run_compiled` is :func:`resilientcc.sim.flow._run` with every data structure
 flattened into numpy arrays, so that numba can compile the whole loop: the incremental
@@ -10,9 +10,10 @@ flows are visited may differ, so times agree with the pure-Python loop up to rou
 
 The pure-Python loop stays the reference and the fallback: where numba cannot be
 imported (it is a dependency, but wheels lag new Python versions) :func:`available` is
-false and :func:`resilientcc.sim.simulate` uses Python. The first call in a process compiles the
-loop (a few seconds; numba caches the machine code on disk next to this file when it
-can write there, so later processes load it in well under a second).
+false and :func:`resilientcc.sim.simulate` uses Python. The first call on a machine
+compiles the loop (about 10 s); numba caches the machine code on disk (next to this
+file, or in its user cache where that is read-only), so later processes load it in
+about half a second.
 
 Data layout (all ``int64`` / ``float64`` arrays):
 
@@ -26,7 +27,13 @@ Data layout (all ``int64`` / ``float64`` arrays):
   at the same rate, so the loop keeps one service clock per class (bytes served to
   each of its flows since it last had none) and a flow ends when the clock reaches the
   clock at its start plus its bytes. A rate change then costs one entry in the finish
-  heap per class, not one per flow, and the finish heap holds classes, not flows.
+  heap per class, not one per flow, and the finish heap holds classes, not flows;
+* the finish heap: indexed by class (``fkey`` / ``fcls`` / ``fpos``), each class's
+  entry moved in place when its next finish changes;
+* per link, ``lused`` (the sum of rate × flows of its active classes, kept as rates
+  and flows change and summed afresh whenever an update visits all of them) and
+  ``lmax`` (a bound on their largest rate): an update that reaches a link whose
+  classes are all slower than its threshold takes their total without visiting them.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from resilientcc.sim.sharing import _KEEP_RTOL
+
 __all__ = ["available", "run_compiled"]
 
 try:  # numba is optional: without it the simulator runs its pure-Python loop
@@ -48,8 +57,6 @@ except ImportError:  # pragma: no cover - exercised only where numba is missing
     numba = None  # type: ignore[assignment]
     _HAVE_NUMBA = False
 
-_KEEP_RTOL = 1e-9  # as in resilientcc.sim.sharing
-_RTOL = 1e-10  # as in resilientcc.sim.flow
 
 # the progress callback of the run in flight (numba calls back into Python through it)
 _progress_cb: Callable[[int, int, float], None] | None = None
@@ -68,7 +75,10 @@ def available() -> bool:
 def _jit(fn: Any) -> Any:
     if not _HAVE_NUMBA:
         return fn
-    return numba.njit(cache=True)(fn)
+    try:
+        return numba.njit(cache=True)(fn)
+    except RuntimeError:  # no writable cache location: compile in every process
+        return numba.njit(fn)
 
 
 @_jit
@@ -358,6 +368,7 @@ def _loop(  # type: ignore[no-untyped-def]
     lptr,
     mptr,
     progress_every,
+    drain_rtol,
     start_t,
     txend_t,
     end_t,
@@ -644,7 +655,7 @@ def _loop(  # type: ignore[no-untyped-def]
             with numba.objmode():
                 _report_progress(completed, n, t)
         nd = 0
-        bound = t + ((tn - t) * (1 + _RTOL) + tn * 1e-13)
+        bound = t + ((tn - t) * (1 + drain_rtol) + tn * 1e-13)
         while len(gheap) and gheap[0][0] <= bound:
             done[nd] = heapq.heappop(gheap)[2]
             nd += 1
@@ -728,6 +739,7 @@ def run_compiled(
     progress: Callable[[int, int, float], None] | None,
     progress_every: int,
     bind_rtol: float,
+    drain_rtol: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Run the compiled loop on a ``flow._Prepared``.
 
@@ -778,6 +790,7 @@ def run_compiled(
             lptr,
             mptr,
             progress_every if progress is not None else 0,
+            drain_rtol,
             start,
             txend,
             end,

@@ -20,8 +20,10 @@ Implementation. :class:`_Prepared` turns the schedule into arrays once (numpy):
 dependency and connection (FIFO) pointers, one route per connection (plus one per
 distinct pinned route), route latencies and private caps (narrowest link), and the
 *classes* below. The event loop (:func:`_run`) is plain Python on lists: most events
-touch one or a few flows, where numpy's per-call overhead would dominate. Its cost
-follows the flows that change, not all the active ones:
+touch one or a few flows, where numpy's per-call overhead would dominate. It is the
+reference; :mod:`resilientcc.sim.compiled` is the same loop on flat arrays, compiled
+with numba, which ``engine="auto"`` runs from :data:`COMPILED_MIN_TRANSFERS` transfers.
+Its cost follows the flows that change, not all the active ones:
 
 * **Lazy progress.** A flow keeps ``(bytes left at t0, t0)``; its finish time sits in a
   heap and is recomputed only when its rate changes (stale entries are skipped by a
@@ -469,7 +471,7 @@ def _run_engine(
     if _pick_engine(engine, prep.n) == "python":
         return _run(prep, zero_latency, progress)
     start, txend, end, lat, remdeps, events = compiled.run_compiled(
-        prep, zero_latency, progress, PROGRESS_EVERY, _BIND_RTOL
+        prep, zero_latency, progress, PROGRESS_EVERY, _BIND_RTOL, _RTOL
     )
     return _finish(prep, start, txend, end, lat, remdeps, events)
 
