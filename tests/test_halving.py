@@ -181,7 +181,7 @@ def test_hier_ring_with_halving_is_proved(servers: int, gpus: int, lost: int) ->
 def test_large_clusters_get_cut_down_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     """From ``SCALED_MIN_SERVERS`` servers on the hierarchical ring runs
     ``SCALED_PIECES`` pieces with whole NVLink runs and no flat tail, and from
-    ``HALVING_MIN_SERVERS`` on with halving (the thresholds lowered here so that small
+    ``HALVING_MIN_SERVERS`` on ``HALVING_PIECES`` with halving (the thresholds lowered here so that small
     clusters show it): fewer transfers than unmerged at the same depth, still an
     AllReduce."""
     topo = fail_nics(hierarchical(6, 4), 0, 2)
@@ -197,7 +197,9 @@ def test_large_clusters_get_cut_down_defaults(monkeypatch: pytest.MonkeyPatch) -
     assert unmerged.meta_get("pieces") == cut.meta_get("pieces")
     assert len(cut.transfers) < len(unmerged.transfers)
     monkeypatch.setattr(optcc_module, "HALVING_MIN_SERVERS", 6)
-    assert optcc(topo, M).meta_get("network") == HALVING
+    halved = optcc(topo, M)
+    assert halved.meta_get("network") == HALVING
+    assert halved.meta_get("pieces") == str(optcc_module.HALVING_PIECES)
     assert optcc(topo, M, network=RING).meta_get("network") == RING
 
 

@@ -143,6 +143,7 @@ from resilientcc.topology.model import Topology
 __all__ = [
     "ALIKE_SLACK",
     "HALVING_MIN_SERVERS",
+    "HALVING_PIECES",
     "PIPELINE_MAX_SERVERS",
     "SCALED_MIN_SERVERS",
     "SCALED_PIECES",
@@ -169,16 +170,21 @@ PIPELINE_MAX_SERVERS = 8
 #: its full depth (:func:`~resilientcc.schedules.hier_ring.default_ring_pieces`) the
 #: transfers grow as ``pieces · N² · G²``: 2.9 million on 16 × 8 GPUs (39 s to generate,
 #: minutes to simulate), about 12 million on 32 and 190 million on 128. 1 GiB, half the
-#: NICs of one server lost, 32 servers, 8 / 16 pieces: 1.245 / 1.136 × the bound
-#: (167,104 / 334,208 transfers, simulated in 36 / 55 s)
+#: NICs of one server lost, 32 servers, 8 / 16 / 32 pieces: 1.245 / 1.136 / 1.105 × the
+#: bound (167,104 / 334,208 / 668,416 transfers); 48 servers, 16 / 32 pieces: 1.155 /
+#: 1.128 × (698,752 / 1,397,504 transfers, generated in 13 / 23 s and simulated in 12 /
+#: 25 s by the compiled loop)
 SCALED_MIN_SERVERS = 24
-SCALED_PIECES = 16
+SCALED_PIECES = 32
 #: from this many servers on (with :data:`SCALED_MIN_SERVERS`'s cut-down defaults) the
 #: healthy servers run recursive halving and doubling instead of rings
 #: (``network``): ``N log N`` network transfers per piece instead of ``N²``. 64 servers,
 #: as above: rings at 8 pieces 1.259 × (597,184 transfers, 177 s), halving at 8 / 16
-#: pieces 1.304 / 1.234 × (152,128 / 304,256, 62 / 140 s)
+#: pieces 1.304 / 1.234 × (152,128 / 304,256, 62 / 140 s with the Python loop)
 HALVING_MIN_SERVERS = 64
+#: the pieces of the cut-down ring from :data:`HALVING_MIN_SERVERS` servers on (1024 GPUs:
+#: 647,552 transfers, 1.234 × the bound, 38-54 s to generate, 30-37 s to simulate)
+HALVING_PIECES = 16
 
 #: :func:`alike_view` gives up at most this fraction of the water-filling time to see
 #: several degraded servers alike: the pipelined schedule it enables measured 1.18-1.26 ×
@@ -405,10 +411,11 @@ def _layered(
     if rings:
         relay = Fraction(0)  # the hierarchical ring has none
         k, timing = default_ring_pieces(size, len(servers)), 0.0
+        halving_size = scaled and len(servers) >= HALVING_MIN_SERVERS
         if scaled:
-            k = SCALED_PIECES
+            k = HALVING_PIECES if halving_size else SCALED_PIECES
         if network is None:
-            network = HALVING if scaled and len(servers) >= HALVING_MIN_SERVERS else RING
+            network = HALVING if halving_size else RING
         if nvlink_merge is None:
             nvlink_merge = len(servers) if scaled else 1
         if flat_tail is None and scaled:
@@ -652,7 +659,8 @@ def optcc(
         hier_ring: the hierarchical ring (:mod:`~resilientcc.schedules.hier_ring`;
             ``pieces`` default
             :func:`~resilientcc.schedules.hier_ring.default_ring_pieces`, or
-            :data:`SCALED_PIECES` from :data:`SCALED_MIN_SERVERS` servers on;
+            :data:`SCALED_PIECES` from :data:`SCALED_MIN_SERVERS` servers on and
+            :data:`HALVING_PIECES` from :data:`HALVING_MIN_SERVERS` on;
             ``net_window`` default as for ``pipeline``). Default: on
             where one server is degraded, the pipelined schedule could run
             (:func:`~resilientcc.schedules.hier_pipeline.pipeline_blocker`) and two
