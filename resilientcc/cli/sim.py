@@ -35,7 +35,8 @@ from resilientcc.units import format_size, format_time, parse_time
 __all__ = ["LONG_SIM_TRANSFERS", "PROGRESS_INTERVAL_S", "sim", "sim_report"]
 
 #: from this many transfers ``rcc sim`` says on stderr that the simulation takes a while
-#: (OptCC on 8 × 8 GPUs at 1 GiB: 0.5 to 1.2 million transfers, up to three minutes)
+#: (OptCC on 8 × 8 GPUs at 1 GiB: 0.5 to 1.2 million transfers, a few seconds with the
+#: compiled loop, up to three minutes with the Python one)
 LONG_SIM_TRANSFERS = 200_000
 
 

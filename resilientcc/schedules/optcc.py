@@ -161,7 +161,8 @@ SLIVER_MIN_SERVERS = 7
 
 #: OptCC's default is the pipelined hierarchical schedule up to this many servers (where
 #: it can run); its transfers grow as ``pieces · N² · G²``: 0.5 to 1.2 million on 8 × 8
-#: GPUs at 64 pieces (up to three minutes to simulate), four times that on 16 servers
+#: GPUs at 64 pieces (up to three minutes to simulate with the Python loop), four times
+#: that on 16 servers
 PIPELINE_MAX_SERVERS = 8
 
 #: from this many servers on, the hierarchical ring's defaults are cut down so that its
