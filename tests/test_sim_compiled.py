@@ -12,8 +12,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_generators import cluster  # tests/ is on sys.path
 from test_sim_engine import (  # tests/ is on sys.path
     TOPOLOGIES,
     naive_simulate,
@@ -71,6 +72,29 @@ def test_every_generator_runs_the_same_in_both_loops(algo: str, cluster: str) ->
     s = get_generator(algo)(topo, Fraction(2**24))
     assert_same_run(s, topo)
     assert_same_run(s, topo, zero_latency=True)
+
+
+@needs_numba
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    servers=st.integers(2, 5),
+    gpus=st.integers(1, 8),
+    fails=st.lists(st.tuples(st.integers(0, 4), st.integers(1, 7)), max_size=2),
+    scale=st.sampled_from([None, Fraction(1, 2), Fraction(3, 4)]),
+    algo=st.sampled_from(["ring", "hierarchical", "balance", "r2cc_allreduce", "optcc"]),
+    size=st.integers(2**16, 2**24),
+)
+def test_random_clusters_run_the_same_in_both_loops(
+    servers: int,
+    gpus: int,
+    fails: list[tuple[int, int]],
+    scale: Fraction | None,
+    algo: str,
+    size: int,
+) -> None:
+    """Random cluster shapes, NIC losses (on several servers too) and slowed NICs."""
+    topo = cluster(servers, gpus, fails, scale)
+    assert_same_run(get_generator(algo)(topo, Fraction(size), check=False), topo)
 
 
 @needs_numba
