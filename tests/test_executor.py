@@ -12,6 +12,7 @@ from resilientcc.schedules import (
     Transfer,
     check,
     execute,
+    executor_compiled,
     topological_order,
     uniform_chunks,
 )
@@ -100,3 +101,80 @@ def test_cycle_is_reported():
 def test_structure_errors(transfers, msg):
     with pytest.raises(ScheduleError, match=msg):
         Schedule("bad", 2, Fraction(8), uniform_chunks(1), transfers).check_structure()
+
+
+ENGINES = ["python", "compiled"] if executor_compiled.available() else ["python"]
+
+
+def dense_execute(s: Schedule) -> tuple[bool, list[tuple[int, int, int, int]], int]:
+    """The executor's definition, written out: one p × p multiplicity matrix per chunk."""
+    import numpy as np
+
+    p = s.ranks
+    by_id = s.by_id
+    state = {c: np.eye(p, dtype=np.int64) for c in range(len(s.chunks))}
+    for i in topological_order(s):
+        t = by_id[i]
+        for c in t.chunk_ids:
+            if t.op == "copy":
+                state[c][t.dst] = state[c][t.src]
+            else:
+                state[c][t.dst] += state[c][t.src]
+    bad = [
+        (int(r), c, int(k), int(state[c][r, k]))
+        for c in range(len(s.chunks))
+        for r, k in np.argwhere(state[c] != 1)
+    ]
+    return not bad, bad, len(bad)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_shared_vectors_give_the_dense_executors_answer(data):
+    """Random (mostly wrong) schedules: copies, reduces, runs of chunks, shared sources.
+    The executor, which shares vectors between copies (in Python and compiled), reports
+    exactly the violations, in the same order, that the dense matrix per chunk gives."""
+    p = data.draw(st.integers(1, 5), label="ranks")
+    nchunks = data.draw(st.integers(1, 3), label="chunks")
+    ts = []
+    for i in range(data.draw(st.integers(0, 14), label="transfers")):
+        if p == 1:
+            break
+        src = data.draw(st.integers(0, p - 1))
+        dst = data.draw(st.integers(0, p - 2))
+        dst += dst >= src
+        chunk = data.draw(st.integers(0, nchunks - 1))
+        count = data.draw(st.integers(1, nchunks - chunk))
+        deps = (
+            tuple(data.draw(st.lists(st.integers(0, i - 1), max_size=2, unique=True))) if i else ()
+        )
+        op = data.draw(st.sampled_from(["copy", "reduce"]))
+        ts.append(Transfer(i, src, dst, chunk, op, deps, count=count))
+    s = Schedule("rand", p, Fraction(64), uniform_chunks(nchunks), tuple(ts))
+    ok, bad, n = dense_execute(s)
+    for engine in ENGINES:
+        res = execute(s, max_violations=10**6, engine=engine)
+        assert res.ok == ok and res.num_violations == n
+        got = [(v.rank, v.chunk, v.contribution, v.multiplicity) for v in res.violations]
+        assert got == bad
+    if n > 3:  # the listing stops at max_violations, the count does not
+        for engine in ENGINES:
+            res = execute(s, max_violations=3, engine=engine)
+            assert res.num_violations == n and len(res.violations) == 3
+
+
+def test_large_schedule_same_answer_in_both_engines():
+    """A generated schedule above the compiled threshold, and a broken copy of it."""
+    from dataclasses import replace
+
+    from resilientcc.schedules.optcc import optcc
+    from resilientcc.topology import fail_nics, hierarchical
+
+    topo = fail_nics(hierarchical(4, 8), 0, 2)
+    s = optcc(topo, Fraction(2**26), check=False)
+    assert sum(t.count for t in s.transfers) >= 20_000
+    broken = replace(s, transfers=s.transfers[:-1])  # the last transfer dropped
+    for sched in (s, broken):
+        results = [execute(sched, engine=e) for e in ENGINES]
+        assert len({(r.ok, r.num_violations, r.violations) for r in results}) == 1
+    assert execute(s).ok and not execute(broken).ok

@@ -8,6 +8,10 @@ race-free schedule every order allowed by ``deps`` gives the same result
 (DESIGN.md §6), which :mod:`resilientcc.verify` proves separately.
 
 Counting multiplicities, not sets, catches double-counted reductions.
+
+A buffer's vector is shared, not copied, by a copy (vectors are never changed in place:
+a reduce makes a new one), and a buffer no transfer has written is kept as its rank
+number until it is read, so copies cost nothing and only reduces touch ``p`` entries.
 """
 
 from __future__ import annotations
@@ -18,9 +22,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from resilientcc.errors import ScheduleError
-from resilientcc.schedules.ir import COPY, Schedule
+from resilientcc.schedules import executor_compiled
+from resilientcc.schedules.ir import COPY, Schedule, Transfer
 
-__all__ = ["ExecutionResult", "Violation", "check", "execute", "topological_order"]
+__all__ = [
+    "COMPILED_MIN_PAIRS",
+    "ExecutionResult",
+    "Violation",
+    "check",
+    "execute",
+    "topological_order",
+]
+
+#: ``execute(engine="auto")`` runs the compiled loop from this many (transfer, chunk) pairs
+COMPILED_MIN_PAIRS = 20_000
 
 
 @dataclass(frozen=True)
@@ -85,8 +100,15 @@ def topological_order(schedule: Schedule) -> tuple[int, ...]:
     return tuple(order)
 
 
-def execute(schedule: Schedule, max_violations: int = 20) -> ExecutionResult:
+def execute(
+    schedule: Schedule, max_violations: int = 20, *, engine: str = "auto"
+) -> ExecutionResult:
     """Run ``schedule`` exactly and compare with the AllReduce postcondition.
+
+    ``engine``: ``"python"``, ``"compiled"`` (the same loop compiled with numba,
+    :mod:`resilientcc.schedules.executor_compiled`) or ``"auto"`` (compiled from
+    :data:`COMPILED_MIN_PAIRS` chunk deliveries when numba can be imported). All give
+    the same result.
 
     Examples:
         >>> from fractions import Fraction
@@ -96,29 +118,77 @@ def execute(schedule: Schedule, max_violations: int = 20) -> ExecutionResult:
         True
     """
     schedule.check_structure()
+    if engine not in ("auto", "python", "compiled"):
+        raise ValueError(f"engine: auto, python or compiled, got {engine!r}")
     order = topological_order(schedule)
     p = schedule.ranks
-    by_chunk: dict[int, list[tuple[int, int, bool]]] = {}
     by_id = schedule.by_id
-    for i in order:
-        t = by_id[i]
+    ts = [by_id[i] for i in order]
+    pairs = sum(t.count for t in ts)
+    if engine == "compiled" or (
+        engine == "auto" and executor_compiled.available() and pairs >= COMPILED_MIN_PAIRS
+    ):
+        return _execute_compiled(schedule, order, ts, max_violations)
+    by_chunk: dict[int, list[tuple[int, int, bool]]] = {}
+    for t in ts:
         for c in t.chunk_ids:
             by_chunk.setdefault(c, []).append((t.src, t.dst, t.op == COPY))
     violations: list[Violation] = []
     count = 0
-    ones = np.ones(p, dtype=np.int64)
     for c in range(len(schedule.chunks)):
-        state = np.eye(p, dtype=np.int64)
+        # rank r's vector: an int u for the unit vector e_u (untouched), else an array;
+        # arrays are never changed in place, so a copy shares its source's
+        rows: list[int | np.ndarray] = list(range(p))
         for src, dst, is_copy in by_chunk.get(c, ()):
             if is_copy:
-                state[dst] = state[src]
+                rows[dst] = rows[src]
             else:
-                state[dst] += state[src]
-        bad = np.argwhere(state != ones[None, :])
-        count += len(bad)
-        for r, k in bad[: max(0, max_violations - len(violations))]:
-            violations.append(Violation(int(r), c, int(k), int(state[r, k])))
+                rows[dst] = _vector(rows[dst], p) + _vector(rows[src], p)
+        bad_of: dict[int, np.ndarray] = {}  # id of a shared array -> its wrong entries
+        for r, row in enumerate(rows):
+            bad: np.ndarray
+            values: np.ndarray | None = None
+            if isinstance(row, int):
+                if p == 1:
+                    continue
+                bad = np.delete(np.arange(p), row)  # every other contribution is missing
+            else:
+                known = bad_of.get(id(row))
+                bad = known if known is not None else np.flatnonzero(row != 1)
+                bad_of[id(row)] = bad
+                values = row
+            count += len(bad)
+            for k in bad[: max(0, max_violations - len(violations))].tolist():
+                mult = 0 if values is None else int(values[k])
+                violations.append(Violation(r, c, k, mult))
     return ExecutionResult(count == 0, order, tuple(violations), count)
+
+
+def _execute_compiled(
+    schedule: Schedule, order: tuple[int, ...], ts: list[Transfer], max_violations: int
+) -> ExecutionResult:
+    n = len(ts)
+    count, bad = executor_compiled.run_chunks(
+        schedule.ranks,
+        len(schedule.chunks),
+        np.fromiter((t.chunk for t in ts), np.int64, n),
+        np.fromiter((t.count for t in ts), np.int64, n),
+        np.fromiter((t.src for t in ts), np.int64, n),
+        np.fromiter((t.dst for t in ts), np.int64, n),
+        np.fromiter((t.op == COPY for t in ts), np.bool_, n),
+        max_violations,
+    )
+    violations = tuple(Violation(*row) for row in bad.tolist())
+    return ExecutionResult(count == 0, order, violations, count)
+
+
+def _vector(row: int | np.ndarray, p: int) -> np.ndarray:
+    """The multiplicity vector of ``row`` (an int ``u`` stands for ``e_u``)."""
+    if isinstance(row, int):
+        v = np.zeros(p, dtype=np.int64)
+        v[row] = 1
+        return v
+    return row
 
 
 def check(schedule: Schedule) -> Schedule:
