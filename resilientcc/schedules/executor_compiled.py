@@ -11,19 +11,13 @@ Python loop. ``tests/test_executor.py`` compares both with a dense matrix per ch
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+
+from resilientcc._numba import AVAILABLE, jit
 
 __all__ = ["available", "run_chunks"]
 
-try:
-    import numba
-
-    _HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - exercised only where numba is missing
-    numba = None  # type: ignore[assignment]
-    _HAVE_NUMBA = False
+_HAVE_NUMBA = AVAILABLE
 
 
 def available() -> bool:
@@ -31,16 +25,7 @@ def available() -> bool:
     return _HAVE_NUMBA
 
 
-def _jit(fn: Any) -> Any:
-    if not _HAVE_NUMBA:
-        return fn
-    try:
-        return numba.njit(cache=True)(fn)
-    except RuntimeError:  # no writable cache location: compile in every process
-        return numba.njit(fn)
-
-
-@_jit
+@jit
 def _chunks(p, cptr, csrc, cdst, ccopy, pool_rows, max_viol, out):  # type: ignore[no-untyped-def]
     """Run every chunk; fills ``out`` (rank, chunk, contribution, multiplicity) rows.
 

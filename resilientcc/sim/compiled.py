@@ -45,18 +45,12 @@ from typing import Any
 
 import numpy as np
 
+from resilientcc._numba import AVAILABLE, jit, numba
 from resilientcc.sim.sharing import _KEEP_RTOL
 
 __all__ = ["available", "run_compiled"]
 
-try:  # numba is optional: without it the simulator runs its pure-Python loop
-    import numba
-
-    _HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - exercised only where numba is missing
-    numba = None  # type: ignore[assignment]
-    _HAVE_NUMBA = False
-
+_HAVE_NUMBA = AVAILABLE
 
 # the progress callback of the run in flight (numba calls back into Python through it)
 _progress_cb: Callable[[int, int, float], None] | None = None
@@ -72,16 +66,7 @@ def available() -> bool:
     return _HAVE_NUMBA
 
 
-def _jit(fn: Any) -> Any:
-    if not _HAVE_NUMBA:
-        return fn
-    try:
-        return numba.njit(cache=True)(fn)
-    except RuntimeError:  # no writable cache location: compile in every process
-        return numba.njit(fn)
-
-
-@_jit
+@jit
 def _hpush(hk, hv, size, key, val):  # type: ignore[no-untyped-def]
     """Push ``(key, val)`` on the binary heap ``hk`` / ``hv`` of ``size``; new size."""
     p = size
@@ -98,7 +83,7 @@ def _hpush(hk, hv, size, key, val):  # type: ignore[no-untyped-def]
     return size + 1
 
 
-@_jit
+@jit
 def _hpop(hk, hv, size):  # type: ignore[no-untyped-def]
     """Drop the head of the binary heap ``hk`` / ``hv`` of ``size``; new size."""
     size -= 1
@@ -123,7 +108,7 @@ def _hpop(hk, hv, size):  # type: ignore[no-untyped-def]
     return size
 
 
-@_jit
+@jit
 def _iset(fkey, fcls, fpos, size, k, key):  # type: ignore[no-untyped-def]
     """Set class ``k``'s key in the indexed heap (``fpos[k] < 0``: absent); new size."""
     p = fpos[k]
@@ -164,7 +149,7 @@ def _iset(fkey, fcls, fpos, size, k, key):  # type: ignore[no-untyped-def]
     return size
 
 
-@_jit
+@jit
 def _iremove(fkey, fcls, fpos, size, k):  # type: ignore[no-untyped-def]
     """Take class ``k`` out of the indexed heap, if there; new size."""
     p = fpos[k]
@@ -186,7 +171,7 @@ def _iremove(fkey, fcls, fpos, size, k):  # type: ignore[no-untyped-def]
     return _iset(fkey, fcls, fpos, size, last, key)
 
 
-@_jit
+@jit
 def _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, lptr, ws, wi, ep, rate_out):  # type: ignore[no-untyped-def]
     """Max-min rates of the classes ``comp[:ncomp]`` (see maxmin.waterfill).
 
@@ -273,7 +258,7 @@ def _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, lptr, ws, wi, ep, rate
                 cnt[j2] -= m
 
 
-@_jit
+@jit
 def _fill_level(li, ell, cap, lptr, lnact, lslot, inc_cls, crate, mult, jstamp, jround):  # type: ignore[no-untyped-def]
     """A better lower bound than ``ell`` on the level at which link ``li`` fills.
 
@@ -305,7 +290,7 @@ def _fill_level(li, ell, cap, lptr, lnact, lslot, inc_cls, crate, mult, jstamp, 
     return ell
 
 
-@_jit
+@jit
 def _mpush(mslot, base, cnt, key, i):  # type: ignore[no-untyped-def]
     """Push transfer ``i`` on the heap ``mslot[base:base + cnt]`` ordered by ``key``."""
     p = cnt
@@ -321,7 +306,7 @@ def _mpush(mslot, base, cnt, key, i):  # type: ignore[no-untyped-def]
     mslot[base + p] = i
 
 
-@_jit
+@jit
 def _mpop(mslot, base, cnt, key):  # type: ignore[no-untyped-def]
     """Drop the head of the heap ``mslot[base:base + cnt]`` (``cnt`` before the pop)."""
     cnt -= 1
@@ -348,7 +333,7 @@ def _mpop(mslot, base, cnt, key):  # type: ignore[no-untyped-def]
     mslot[base + p] = x
 
 
-@_jit
+@jit
 def _loop(  # type: ignore[no-untyped-def]
     nbytes,
     lat,
