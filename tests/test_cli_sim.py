@@ -79,6 +79,18 @@ def test_long_simulations_say_so_on_stderr(monkeypatch: pytest.MonkeyPatch) -> N
     assert json.loads(res.stdout)["algorithm"] == "ring"  # stdout stays one JSON object
 
 
+def test_large_clusters_say_they_are_generating(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilientcc.cli.sim as cli_sim
+
+    res = _run("ring", *SMALL, "--json")
+    assert "generating" not in res.stderr
+    monkeypatch.setattr(cli_sim, "LONG_GEN_GPUS", 2)
+    res = _run("ring", *SMALL, "--json")
+    assert res.exit_code == 0, res.output
+    assert "generating ring on" in res.stderr and "transfers in" in res.stderr
+    assert json.loads(res.stdout)["algorithm"] == "ring"
+
+
 def test_long_simulations_report_progress(monkeypatch: pytest.MonkeyPatch) -> None:
     """A long simulation says on stderr how far it got (every ``PROGRESS_INTERVAL_S``)."""
     import resilientcc.cli.sim as cli_sim
