@@ -87,10 +87,11 @@ def bench(
             continue
         g = time.perf_counter() - t0
         bound = float(lower_bound(topo, M).seconds) if degraded else float("nan")
-        first = float("nan")
+        first: float | None = None  # the first engine's wall time
         for eng in engines:
             wall, res = _time(lambda s=sched, tp=topo, e=eng: simulate(s, tp, engine=e), repeat)
-            first = wall if first != first else first
+            if first is None:
+                first = wall
             print(
                 f"{name:6} {p:5} {eng:>8} {res.num_transfers:10} {res.num_events:9} {g:7.2f}"
                 f" {wall:8.2f} {wall / max(res.num_transfers, 1) * 1e6:8.2f}"

@@ -126,7 +126,7 @@ def execute(
     ts = [by_id[i] for i in order]
     pairs = sum(t.count for t in ts)
     if engine == "compiled" or (
-        engine == "auto" and executor_compiled.available() and pairs >= COMPILED_MIN_PAIRS
+        engine == "auto" and pairs >= COMPILED_MIN_PAIRS and executor_compiled.available()
     ):
         return _execute_compiled(schedule, order, ts, max_violations)
     by_chunk: dict[int, list[tuple[int, int, bool]]] = {}
@@ -154,8 +154,9 @@ def execute(
                 bad = np.delete(np.arange(p), row)  # every other contribution is missing
             else:
                 known = bad_of.get(id(row))
-                bad = known if known is not None else np.flatnonzero(row != 1)
-                bad_of[id(row)] = bad
+                if known is None:
+                    known = bad_of[id(row)] = np.flatnonzero(row != 1)
+                bad = known
                 values = row
             count += len(bad)
             for k in bad[: max(0, max_violations - len(violations))].tolist():

@@ -13,19 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from resilientcc._numba import AVAILABLE, jit
+from resilientcc import _numba
 
 __all__ = ["available", "run_chunks"]
-
-_HAVE_NUMBA = AVAILABLE
 
 
 def available() -> bool:
     """Whether numba can be imported, so that :func:`run_chunks` can run."""
-    return _HAVE_NUMBA
+    return _numba.available()
 
 
-@jit
 def _chunks(p, cptr, csrc, cdst, ccopy, pool_rows, max_viol, out):  # type: ignore[no-untyped-def]
     """Run every chunk; fills ``out`` (rank, chunk, contribution, multiplicity) rows.
 
@@ -121,8 +118,9 @@ def run_chunks(
         rows ``(rank, chunk, contribution, multiplicity)``, ordered by chunk, rank and
         contribution.
     """
-    if not _HAVE_NUMBA:
+    if not available():
         raise RuntimeError("the compiled executor needs numba")
+    _numba.compile_kernels(globals(), ("_chunks",))
     count = count.astype(np.int64)
     total = int(count.sum())
     owner = np.repeat(np.arange(len(count)), count)  # the transfer of every (transfer, chunk)

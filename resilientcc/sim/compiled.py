@@ -23,7 +23,7 @@ Data layout (all ``int64`` / ``float64`` arrays):
   (class ``k``'s ``j``-th link is ``e = clptr[k] + j``) sits in its link's block, and
   ``lslot`` holds incidences, so a class leaves a link by swapping with the last one;
 * members: the transfers of each class that are transmitting, a binary heap in a block
-  of ``mptr`` (``mcnt`` in use) ordered by *service target*. All flows of a class run
+  of ``mptr`` (``mcnt`` in use, keys in ``mkey``) ordered by *service target*. All flows of a class run
   at the same rate, so the loop keeps one service clock per class (bytes served to
   each of its flows since it last had none) and a flow ends when the clock reaches the
   clock at its start plus its bytes. A rate change then costs one entry in the finish
@@ -45,12 +45,13 @@ from typing import Any
 
 import numpy as np
 
-from resilientcc._numba import AVAILABLE, jit, numba
+from resilientcc import _numba
 from resilientcc.sim.sharing import _KEEP_RTOL
 
 __all__ = ["available", "run_compiled"]
 
-_HAVE_NUMBA = AVAILABLE
+_HAVE_NUMBA: bool | None = None  # whether numba can be imported: asked on first use
+numba: Any = None  # the module, bound by _numba.compile_kernels (numba.objmode in _loop)
 
 # the progress callback of the run in flight (numba calls back into Python through it)
 _progress_cb: Callable[[int, int, float], None] | None = None
@@ -62,11 +63,13 @@ def _report_progress(completed: int, n: int, t: float) -> None:
 
 
 def available() -> bool:
-    """Whether numba is installed, so that :func:`run_compiled` can run."""
+    """Whether numba can be imported, so that :func:`run_compiled` can run."""
+    global _HAVE_NUMBA
+    if _HAVE_NUMBA is None:
+        _HAVE_NUMBA = _numba.available()
     return _HAVE_NUMBA
 
 
-@jit
 def _hpush(hk, hv, size, key, val):  # type: ignore[no-untyped-def]
     """Push ``(key, val)`` on the binary heap ``hk`` / ``hv`` of ``size``; new size."""
     p = size
@@ -83,7 +86,6 @@ def _hpush(hk, hv, size, key, val):  # type: ignore[no-untyped-def]
     return size + 1
 
 
-@jit
 def _hpop(hk, hv, size):  # type: ignore[no-untyped-def]
     """Drop the head of the binary heap ``hk`` / ``hv`` of ``size``; new size."""
     size -= 1
@@ -108,7 +110,6 @@ def _hpop(hk, hv, size):  # type: ignore[no-untyped-def]
     return size
 
 
-@jit
 def _iset(fkey, fcls, fpos, size, k, key):  # type: ignore[no-untyped-def]
     """Set class ``k``'s key in the indexed heap (``fpos[k] < 0``: absent); new size."""
     p = fpos[k]
@@ -149,7 +150,6 @@ def _iset(fkey, fcls, fpos, size, k, key):  # type: ignore[no-untyped-def]
     return size
 
 
-@jit
 def _iremove(fkey, fcls, fpos, size, k):  # type: ignore[no-untyped-def]
     """Take class ``k`` out of the indexed heap, if there; new size."""
     p = fpos[k]
@@ -171,7 +171,6 @@ def _iremove(fkey, fcls, fpos, size, k):  # type: ignore[no-untyped-def]
     return _iset(fkey, fcls, fpos, size, last, key)
 
 
-@jit
 def _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, lptr, ws, wi, ep, rate_out):  # type: ignore[no-untyped-def]
     """Max-min rates of the classes ``comp[:ncomp]`` (see maxmin.waterfill).
 
@@ -258,7 +257,6 @@ def _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, lptr, ws, wi, ep, rate
                 cnt[j2] -= m
 
 
-@jit
 def _fill_level(li, ell, cap, lptr, lnact, lslot, inc_cls, crate, mult, jstamp, jround):  # type: ignore[no-untyped-def]
     """A better lower bound than ``ell`` on the level at which link ``li`` fills.
 
@@ -290,50 +288,6 @@ def _fill_level(li, ell, cap, lptr, lnact, lslot, inc_cls, crate, mult, jstamp, 
     return ell
 
 
-@jit
-def _mpush(mslot, base, cnt, key, i):  # type: ignore[no-untyped-def]
-    """Push transfer ``i`` on the heap ``mslot[base:base + cnt]`` ordered by ``key``."""
-    p = cnt
-    ki = key[i]
-    while p > 0:
-        parent = (p - 1) >> 1
-        q = mslot[base + parent]
-        kq = key[q]
-        if kq < ki or (kq == ki and q < i):
-            break
-        mslot[base + p] = q
-        p = parent
-    mslot[base + p] = i
-
-
-@jit
-def _mpop(mslot, base, cnt, key):  # type: ignore[no-untyped-def]
-    """Drop the head of the heap ``mslot[base:base + cnt]`` (``cnt`` before the pop)."""
-    cnt -= 1
-    if cnt == 0:
-        return
-    x = mslot[base + cnt]
-    kx = key[x]
-    p = 0
-    while True:
-        c = 2 * p + 1
-        if c >= cnt:
-            break
-        y = mslot[base + c]
-        ky = key[y]
-        if c + 1 < cnt:
-            z = mslot[base + c + 1]
-            kz = key[z]
-            if kz < ky or (kz == ky and z < y):
-                c, y, ky = c + 1, z, kz
-        if kx < ky or (kx == ky and x < y):
-            break
-        mslot[base + p] = y
-        p = c
-    mslot[base + p] = x
-
-
-@jit
 def _loop(  # type: ignore[no-untyped-def]
     nbytes,
     lat,
@@ -407,7 +361,7 @@ def _loop(  # type: ignore[no-untyped-def]
     # per flow) was svc at tsvc, growing at its rate since
     mcnt = np.zeros(n_cls, dtype=np.int64)
     mslot = np.empty(max(mptr[n_cls], 1), dtype=np.int64)
-    target = np.zeros(n)
+    mkey = np.zeros(max(mptr[n_cls], 1))  # the service target of each slot's flow
     svc = np.zeros(n_cls)
     tsvc = np.zeros(n_cls)
     # the finish heap: every class with flows, keyed by its next finish (indexed)
@@ -608,8 +562,8 @@ def _loop(  # type: ignore[no-untyped-def]
             else:
                 svc[k] += crate[k] * (t - tsvc[k])
                 tsvc[k] = t
-            target[i] = svc[k] + nbytes[i]
-            _mpush(mslot, mptr[k], mcnt[k], target, i)
+            base = mptr[k]
+            _hpush(mkey[base:], mslot[base:], mcnt[k], svc[k] + nbytes[i], i)
             mcnt[k] += 1
             if not dirty[k]:
                 dirty[k] = True
@@ -623,8 +577,7 @@ def _loop(  # type: ignore[no-untyped-def]
                 fsize = _iremove(fkey, fcls, fpos, fsize, k)
                 continue
             r = crate[k]
-            h = mslot[mptr[k]]
-            tf = tsvc[k] + (target[h] - svc[k]) / r if r > 0 else inf
+            tf = tsvc[k] + (mkey[mptr[k]] - svc[k]) / r if r > 0 else inf
             fsize = _iset(fkey, fcls, fpos, fsize, k, tf)
         ndirty = 0
 
@@ -652,10 +605,11 @@ def _loop(  # type: ignore[no-untyped-def]
             ndirty += 1
             r = crate[k]
             while mcnt[k]:  # every flow of the class that drains by the bound
-                i = mslot[mptr[k]]
-                if tsvc[k] + (target[i] - svc[k]) / r > bound:
+                base = mptr[k]
+                if tsvc[k] + (mkey[base] - svc[k]) / r > bound:
                     break
-                _mpop(mslot, mptr[k], mcnt[k], target)
+                i = mslot[base]
+                _hpop(mkey[base:], mslot[base:], mcnt[k])
                 mcnt[k] -= 1
                 done[nd] = i
                 nd += 1
@@ -718,6 +672,10 @@ def _loop(  # type: ignore[no-untyped-def]
     return events, completed
 
 
+#: the kernels, compiled by numba on the first run (:func:`_numba.compile_kernels`)
+_KERNELS = ("_hpush", "_hpop", "_iset", "_iremove", "_waterfill", "_fill_level", "_loop")
+
+
 def run_compiled(
     prep: Any,
     zero_latency: bool,
@@ -732,8 +690,9 @@ def run_compiled(
         ``(start, txend, end, route latency, dependencies left, events)`` per transfer.
     """
     global _progress_cb
-    if not _HAVE_NUMBA:
+    if not available():
         raise RuntimeError("the compiled simulator needs numba (pip install numba)")
+    _numba.compile_kernels(globals(), _KERNELS)
     n = prep.n
     lat = np.zeros(n) if zero_latency else prep.rlat[prep.route].astype(float)
     tcls = prep.route_class[prep.route].astype(np.int64)

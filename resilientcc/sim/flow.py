@@ -486,7 +486,7 @@ def _pick_engine(engine: str, n: int) -> str:
                 " numba, or use engine='python')"
             )
         return "compiled"
-    if engine == "auto" and compiled.available() and n >= COMPILED_MIN_TRANSFERS:
+    if engine == "auto" and n >= COMPILED_MIN_TRANSFERS and compiled.available():
         return "compiled"
     return "python"
 
