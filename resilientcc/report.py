@@ -118,7 +118,8 @@ def _simulate(job: Job) -> tuple[Job, float, float]:
 
     algo, servers, lost, size = job
     topo = _topology(servers, lost)
-    sched = generate(algo, topo, Fraction(size), check=False)
+    # checked exactly before it is simulated (the generators' default; a few seconds)
+    sched = generate(algo, topo, Fraction(size))
     # "rerun": the latency part is the difference to the same run with zero latencies
     # (the critical path's latencies would be one chain's, and move with small changes)
     res = simulate(sched, topo, latency_mode="rerun")

@@ -178,3 +178,102 @@ def test_large_schedule_same_answer_in_both_engines():
         results = [execute(sched, engine=e) for e in ENGINES]
         assert len({(r.ok, r.num_violations, r.violations) for r in results}) == 1
     assert execute(s).ok and not execute(broken).ok
+
+
+def _repeated_pattern(data: st.DataObject) -> Schedule:
+    """A random pattern of transfers on two chunks, repeated over several pieces (pairs
+    of chunks), some pieces with one transfer dropped or its op flipped: many chunks see
+    the same operations (twins) and some do not."""
+    p = data.draw(st.integers(2, 5), label="ranks")
+    pattern = []
+    for _ in range(data.draw(st.integers(1, 10), label="pattern")):
+        src = data.draw(st.integers(0, p - 1))
+        dst = data.draw(st.integers(0, p - 2))
+        dst += dst >= src
+        first = data.draw(st.integers(0, 1))
+        count = data.draw(st.integers(1, 2 - first))
+        pattern.append((src, dst, first, count, data.draw(st.sampled_from(["copy", "reduce"]))))
+    pieces = data.draw(st.integers(1, 5), label="pieces")
+    ts: list[Transfer] = []
+    for k in range(pieces):
+        change = data.draw(st.integers(-1, len(pattern) - 1), label=f"change {k}")
+        for j, (src, dst, first, count, op) in enumerate(pattern):
+            if j == change:
+                if data.draw(st.booleans(), label="drop"):
+                    continue
+                op = "copy" if op == "reduce" else "reduce"
+            deps = (len(ts) - 1,) if ts else ()  # one chain: a single order of execution
+            ts.append(Transfer(len(ts), src, dst, 2 * k + first, op, deps, count=count))
+    return Schedule("pattern", p, Fraction(64), uniform_chunks(2 * pieces), tuple(ts))
+
+
+@pytest.mark.skipif(not executor_compiled.available(), reason="needs numba")
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_twin_chunks_run_once_and_give_the_dense_answer(data):
+    """The compiled executor runs one chunk per group of chunks with the same operations
+    and lists the others' violations from it: the same listing, order and count as the
+    dense matrices, also when the listing is cut inside a twin's rows."""
+    s = _repeated_pattern(data)
+    ok, bad, n = dense_execute(s)
+    for cut in (10**6, data.draw(st.integers(0, max(n, 1)), label="cut")):
+        res = execute(s, max_violations=cut, engine="compiled")
+        assert res.ok == ok and res.num_violations == n
+        got = [(v.rank, v.chunk, v.contribution, v.multiplicity) for v in res.violations]
+        assert got == bad[:cut]
+
+
+@pytest.mark.skipif(not executor_compiled.available(), reason="needs numba")
+def test_twins_are_confirmed_not_trusted_to_the_hash(monkeypatch):
+    """With every chunk's hash made equal, the element-by-element comparison must still
+    tell the chunks apart: a broken piece among correct ones is still found, with the
+    dense executor's listing."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from resilientcc.schedules.optcc import optcc
+    from resilientcc.topology import fail_nics, hierarchical
+
+    s = optcc(fail_nics(hierarchical(2, 4), 0, 1), Fraction(2**22), pieces=4, check=False)
+    assert execute(s, engine="compiled").ok  # (compiles the kernels before the patch)
+    # one reduce of the second piece made a copy: a partial sum overwritten
+    second = len(s.chunks) // 4
+    i = next(i for i, t in enumerate(s.transfers) if t.op == "reduce" and t.chunk >= second)
+    ts = list(s.transfers)
+    ts[i] = replace(ts[i], op="copy")
+    broken = replace(s, transfers=tuple(ts))
+    want = dense_execute(broken)
+    assert not want[0]
+
+    def same_hash(p, cptr, *_):
+        return np.zeros(len(cptr) - 1, np.uint64), np.zeros(len(cptr) - 1, np.uint64)
+
+    monkeypatch.setattr(executor_compiled, "_hashes", same_hash)
+    res = execute(broken, max_violations=10**6, engine="compiled")
+    assert (res.ok, res.num_violations) == (False, want[2])
+    got = [(v.rank, v.chunk, v.contribution, v.multiplicity) for v in res.violations]
+    assert got == want[1]
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_topological_order_takes_the_smallest_ready_id_first(data):
+    """Random DAGs, numbered in a topological order (the shortcut: sorted ids) or not
+    (the heap): both give the order that always takes the smallest ready id."""
+    n = data.draw(st.integers(1, 12), label="transfers")
+    label = list(range(n))
+    if data.draw(st.booleans(), label="shuffled ids"):
+        label = data.draw(st.permutations(label))
+    ts = []
+    for i in range(n):  # transfer i (id label[i]) depends on some earlier ones
+        deps = data.draw(st.lists(st.integers(0, i - 1), max_size=3, unique=True)) if i else []
+        ts.append(Transfer(label[i], 0, 1, 0, "copy", tuple(sorted(label[d] for d in deps))))
+    s = Schedule("dag", 2, Fraction(8), uniform_chunks(1), tuple(ts))
+    done: list[int] = []
+    left = {t.id: set(t.deps) for t in ts}
+    while left:  # the definition, written out
+        i = min(i for i, d in left.items() if d <= set(done))
+        done.append(i)
+        del left[i]
+    assert list(topological_order(s)) == done

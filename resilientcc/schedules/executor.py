@@ -76,6 +76,11 @@ def topological_order(schedule: Schedule) -> tuple[int, ...]:
     Raises:
         ScheduleError: the dependencies contain a cycle (naming transfers on it).
     """
+    ts = schedule.transfers
+    if all(t.id > max(t.deps, default=-1) for t in ts):
+        # every transfer depends only on smaller ids (as the generators number them): the
+        # smallest ready id is then always the smallest id not yet taken
+        return tuple(sorted(t.id for t in ts))
     indeg: dict[int, int] = {}
     users: dict[int, list[int]] = {}
     for t in schedule.transfers:
