@@ -214,8 +214,6 @@ def run_chunks(
     dst: np.ndarray,
     is_copy: np.ndarray,
     max_violations: int,
-    *,
-    dedupe: bool = True,
 ) -> tuple[int, np.ndarray]:
     """Run the transfers (given in execution order) on every chunk.
 
@@ -228,8 +226,6 @@ def run_chunks(
         dst: its destination rank.
         is_copy: whether it copies (else it reduces).
         max_violations: how many wrong multiplicities to list.
-        dedupe: run one chunk of each group with the same operations (:func:`_twins`);
-            off, every chunk runs (the tests compare both).
 
     Returns:
         The number of wrong multiplicities and the first ``max_violations`` of them as
@@ -252,7 +248,7 @@ def run_chunks(
     out = np.zeros((max(max_violations, 0), 4), dtype=np.int64)
     csrc = src.astype(np.int64)[owner]
     cdst = dst.astype(np.int64)[owner]
-    twin = _twins(p, cptr, csrc, cdst, ccopy) if dedupe else np.arange(nchunks)
+    twin = _twins(p, cptr, csrc, cdst, ccopy)  # each group of like chunks runs once
     n, nviol = _chunks(
         p,
         cptr,
