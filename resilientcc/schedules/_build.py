@@ -376,7 +376,7 @@ class Builder:
         self._chunk.append(chunk)
         self._count.append(count)
         self._op.append(op)
-        self._deps.append(tuple(sorted(dd)))
+        self._deps.append(tuple(dd))  # sorted once renumbered, in build
         self._channel.append(channel)
         self._est.append(est)
         self._rel.append(release)
@@ -412,24 +412,28 @@ class Builder:
         check: bool = True,
     ) -> Schedule:
         """Freeze into a :class:`Schedule`, ids sorted by estimated start; optionally check it."""
-        if self.order_by_release:
-            order = sorted(range(len(self._src)), key=lambda i: (self._rel[i], i))
-        else:
-            order = sorted(range(len(self._src)), key=lambda i: (self._est[i], i))
-        new_id = {old: new for new, old in enumerate(order)}
+        # a stable sort: ties keep the order of addition
+        key = self._rel if self.order_by_release else self._est
+        order = sorted(range(len(self._src)), key=key.__getitem__)
+        new_id = [0] * len(order)
+        for new, old in enumerate(order):
+            new_id[old] = new
+        renumber = new_id.__getitem__
+        src, dst, chunk, op = self._src, self._dst, self._chunk, self._op
+        deps, channel, count = self._deps, self._channel, self._count
         transfers = tuple(
             Transfer(
-                new_id[i],
-                self._src[i],
-                self._dst[i],
-                self._chunk[i],
-                self._op[i],
-                tuple(sorted(new_id[d] for d in self._deps[i])),
-                self._channel[i],
+                new,
+                src[i],
+                dst[i],
+                chunk[i],
+                op[i],
+                tuple(sorted(map(renumber, deps[i]))),
+                channel[i],
                 None,
-                self._count[i],
+                count[i],
             )
-            for i in order
+            for new, i in enumerate(order)
         )
         sched = Schedule(
             name=self.name,
