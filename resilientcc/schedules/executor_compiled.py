@@ -110,7 +110,7 @@ def _twins(
     heads = order[new]  # the first chunk of every group
     cand = np.empty(nchunks, dtype=np.int64)
     cand[order] = heads[np.cumsum(new) - 1]
-    return np.asarray(_confirm(cptr, csrc, cdst, ccopy, cand), dtype=np.int64)
+    return _confirm(cptr, csrc, cdst, ccopy, cand)  # type: ignore[no-any-return]
 
 
 def _chunks(p, cptr, csrc, cdst, ccopy, twin, pool_rows, max_viol, out):  # type: ignore[no-untyped-def]
