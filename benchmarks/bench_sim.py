@@ -13,8 +13,11 @@ Generation time is reported separately from the simulation time (the median of
 when ``resilientcc.schedules.optcc`` exists.
 
 Each schedule is simulated by every engine of --engines in turn (``compiled``: the
-numba event loop, ``python``: the reference loop), and the last column is the first
-engine's speed-up over each (measured side by side, same schedule, same run). The
+numba event loop, ``python``: the reference loop; ``compiled-noskip`` and
+``python-noskip``: the same loops recomputing the max-min updates in which every class's
+joins and leaves cancel, which they skip by default, ``flow.SKIP_CANCELLED``), and the
+last column is the first engine's speed-up over each (measured side by side, same
+schedule, same run). The
 compiled loop is compiled (or loaded from numba's cache) once before the table; that
 time is printed first and not counted in any row.
 """
@@ -28,6 +31,7 @@ import time
 from collections.abc import Callable
 from fractions import Fraction
 
+import resilientcc.sim.flow as flow
 from resilientcc.bounds import lower_bound
 from resilientcc.schedules.ir import Schedule
 from resilientcc.schedules.ring import ring
@@ -66,13 +70,13 @@ def bench(
 
         for p in optcc_sizes:
             runs.append(("optcc", p, lambda t: optcc(t, M, check=False), True))
-    if "compiled" in engines:
+    if any(e.startswith("compiled") for e in engines):
         tiny = hierarchical(2, 8)
         t0 = time.perf_counter()
         simulate(ring(tiny, M, check=False), tiny, engine="compiled")
         print(f"compiled loop ready in {time.perf_counter() - t0:.1f} s (compiled or cached)")
     print(
-        f"{'algo':6} {'GPUs':>5} {'engine':>8} {'transfers':>10} {'events':>9} {'gen s':>7}"
+        f"{'algo':6} {'GPUs':>5} {'engine':>15} {'transfers':>10} {'events':>9} {'gen s':>7}"
         f" {'sim s':>8} {'us/xfer':>8} {'us/event':>8} {'sim time':>11} {'x bound':>8}"
         f" {'speed-up':>8}"
     )
@@ -89,11 +93,18 @@ def bench(
         bound = float(lower_bound(topo, M).seconds) if degraded else float("nan")
         first: float | None = None  # the first engine's wall time
         for eng in engines:
-            wall, res = _time(lambda s=sched, tp=topo, e=eng: simulate(s, tp, engine=e), repeat)
+            loop, _, noskip = eng.partition("-")
+            flow.SKIP_CANCELLED = noskip != "noskip"
+            try:
+                wall, res = _time(
+                    lambda s=sched, tp=topo, e=loop: simulate(s, tp, engine=e), repeat
+                )
+            finally:
+                flow.SKIP_CANCELLED = True
             if first is None:
                 first = wall
             print(
-                f"{name:6} {p:5} {eng:>8} {res.num_transfers:10} {res.num_events:9} {g:7.2f}"
+                f"{name:6} {p:5} {eng:>15} {res.num_transfers:10} {res.num_events:9} {g:7.2f}"
                 f" {wall:8.2f} {wall / max(res.num_transfers, 1) * 1e6:8.2f}"
                 f" {wall / max(res.num_events, 1) * 1e6:8.2f} {res.time_s * 1e3:8.3f} ms"
                 f" {res.time_s / bound:8.3f} {wall / first:8.1f}",
@@ -129,10 +140,16 @@ def main() -> None:
     ap.add_argument(
         "--engines",
         default="compiled,python",
-        help="comma-separated simulator loops to time side by side: compiled, python",
+        help="comma-separated simulator loops to time side by side: compiled, python,"
+        " compiled-noskip, python-noskip",
     )
     ap.add_argument("--validate", action="store_true")
     a = ap.parse_args()
+    engines = [e for e in a.engines.split(",") if e]
+    known = ("compiled", "python", "compiled-noskip", "python-noskip")
+    for e in engines:
+        if e not in known:
+            ap.error(f"--engines: unknown engine {e!r} (one of {', '.join(known)})")
     if a.validate:
         validate()
     else:
@@ -142,7 +159,7 @@ def main() -> None:
             a.repeat,
             a.channels,
             set(a.algos.split(",")),
-            [e for e in a.engines.split(",") if e],
+            engines,
         )
 
 

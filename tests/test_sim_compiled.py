@@ -107,6 +107,43 @@ def test_large_pipelined_optcc_runs_the_same_in_both_loops() -> None:
 
 
 @needs_numba
+@pytest.mark.parametrize("cluster", ["4x8 0:1", "4x8 0:4", "3x4 0:2+1:1"])
+def test_skipping_cancelled_updates_changes_no_time(
+    cluster: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both loops skip an update in which every class's joins and leaves cancel (common in
+    pipelined schedules: a connection's next transfer starts as its last one ends). The
+    rates cannot change there, so OptCC's times are those of the loops that recompute."""
+    import resilientcc.sim.flow as flow
+    from resilientcc.sim.sharing import Sharing
+
+    made: list[Sharing] = []
+
+    class Counting(Sharing):
+        def __init__(self, *a: object, **kw: object) -> None:
+            super().__init__(*a, **kw)  # type: ignore[arg-type]
+            made.append(self)
+
+    monkeypatch.setattr(flow, "Sharing", Counting)
+    topo = CLUSTERS[cluster]
+    s = get_generator("optcc")(topo, Fraction(2**25))
+    runs = {}
+    for skip in (True, False):
+        monkeypatch.setattr(flow, "SKIP_CANCELLED", skip)
+        for engine in ("python", "compiled"):
+            runs[skip, engine] = simulate(s, topo, engine=engine)
+    assert made[0].skipped > len(s.transfers) // 20  # the Python loop's skipping run
+    assert made[1].skipped == 0
+    ref = runs[False, "python"]
+    for res in runs.values():
+        assert res.time_s == pytest.approx(ref.time_s, rel=1e-9)
+        for key in TIMES:
+            np.testing.assert_allclose(
+                getattr(res, key), getattr(ref, key), rtol=0, atol=1e-9 * ref.time_s
+            )
+
+
+@needs_numba
 @settings(max_examples=60, deadline=None)
 @given(name=st.sampled_from(sorted(TOPOLOGIES)), data=st.data())
 def test_compiled_loop_matches_naive_one(name: str, data: st.DataObject) -> None:

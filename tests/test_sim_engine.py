@@ -247,6 +247,88 @@ def test_sharing_keeps_max_min_rates_as_flows_join_and_leave(
             assert sh.rate[k] == pytest.approx(w, rel=1e-9)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    caps=st.lists(st.integers(1, 60), min_size=1, max_size=6),
+    classes=st.lists(
+        st.tuples(
+            st.integers(1, 60), st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True)
+        ),
+        min_size=2,
+        max_size=8,
+    ),
+    batches=st.lists(
+        st.tuples(
+            st.booleans(),  # a batch whose leaves and joins cancel, class by class
+            st.lists(st.tuples(st.booleans(), st.integers(0, 7)), min_size=1, max_size=4),
+        ),
+        max_size=25,
+    ),
+)
+def test_sharing_skips_updates_whose_joins_and_leaves_cancel(
+    caps: list[int],
+    classes: list[tuple[int, list[int]]],
+    batches: list[tuple[bool, list[tuple[bool, int]]]],
+) -> None:
+    """A batch in which every class that lost a flow gains one back (a connection's next
+    transfer starting as its last one ends), some classes emptying and filling again in
+    between, is skipped and changes no rate; other batches are recomputed. The rates stay
+    those of a Sharing that recomputes every batch and of max-min from scratch."""
+    cap = [float(c) for c in caps]
+    links = [tuple(sorted({x % len(caps) for x in ls})) for _, ls in classes]
+    fcap = [
+        float(min([f] + [caps[x] for x in ls])) for (f, _), ls in zip(classes, links, strict=True)
+    ]
+    sh = Sharing(links, fcap, cap, 1e-9)
+    ref = Sharing(links, fcap, cap, 1e-9, skip_cancelled=False)
+    for k in range(len(links)):  # every class active, some twice
+        for s in (sh, ref):
+            s.join(k)
+            if k % 2:
+                s.join(k)
+    sh.update()
+    ref.update()
+    for cancel, ops in batches:
+        skipped, epoch, before = sh.skipped, sh.epoch, list(sh.rate)
+        seq: list[tuple[bool, int]] = []
+        if cancel:  # each listed class loses all its flows or one, then gets them back
+            for every, k in ops:
+                k %= len(links)
+                m = sh.mult[k] if every else min(sh.mult[k], 1)
+                seq += [(False, k)] * m + [(True, k)] * m
+        else:
+            mult = list(sh.mult)
+            for join, k in ops:
+                k %= len(links)
+                if join or mult[k]:
+                    seq.append((join, k))
+                    mult[k] += 1 if join else -1
+        for join, k in seq:
+            for s in (sh, ref):
+                s.join(k) if join else s.leave(k)
+        sh.update()
+        ref.update()
+        if cancel and seq:
+            assert sh.skipped == skipped + 1 and sh.epoch == epoch
+            assert sh.rate == before  # emptied classes have their rates back
+        elif any(n for n in _net(seq).values()):
+            assert sh.skipped == skipped
+        active = [k for k in range(len(links)) if sh.mult[k]]
+        want = waterfill(
+            [sh.mult[k] for k in active], [fcap[k] for k in active], [links[k] for k in active], cap
+        )
+        for k, w in zip(active, want, strict=True):
+            assert sh.rate[k] == pytest.approx(w, rel=1e-9)
+            assert sh.rate[k] == pytest.approx(ref.rate[k], rel=1e-9)
+
+
+def _net(seq: list[tuple[bool, int]]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for join, k in seq:
+        out[k] = out.get(k, 0) + (1 if join else -1)
+    return out
+
+
 def test_progress_reports_completed_transfers(monkeypatch: pytest.MonkeyPatch) -> None:
     """``progress`` sees the completed transfers and the simulated time grow, never past
     the totals, and the result is the same with it."""

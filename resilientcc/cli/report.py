@@ -38,7 +38,7 @@ def report(
     ] = "1,2,4",
     sizes: Annotated[str, typer.Option("--sizes", help="Message sizes, comma-separated.")] = "1GiB",
     quick: Annotated[
-        bool, typer.Option("--quick", help="4 servers only (about 16 s on 2 cores).")
+        bool, typer.Option("--quick", help="4 servers only (about 12 s on 2 cores).")
     ] = False,
     workers: Annotated[
         int, typer.Option("--workers", help="Processes (default: CPUs, at most 4).")
@@ -53,10 +53,10 @@ def report(
     the LP lower bound and the simulated times of ring, balance, r2cc_allreduce and
     optcc, with their overheads against the fault-free ring and the fault-free bound.
     Each time comes with its latency part (a second simulation with zero latencies). The
-    full grid (4, 8, 16 servers) took under 4 minutes on 2 cores with the compiled
+    full grid (4, 8, 16 servers) took under 3 minutes on 2 cores with the compiled
     simulator, every schedule checked exactly before it is simulated (OptCC's 8- and
     16-server schedules have up to 6.6M transfers; with the Python loop the grid takes an
-    hour or more); --quick does 4 servers in about 16 s. Simulated times are cached in
+    hour or more); --quick does 4 servers in about 12 s. Simulated times are cached in
     OUT/cache.json, so an interrupted run resumes.
     """
     from resilientcc.report import FileCache, flagship, rows_to_markdown, write_report

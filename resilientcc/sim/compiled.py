@@ -33,7 +33,11 @@ Data layout (all ``int64`` / ``float64`` arrays):
 * per link, ``lused`` (the sum of rate × flows of its active classes, kept as rates
   and flows change and summed afresh whenever an update visits all of them) and
   ``lmax`` (a bound on their largest rate): an update that reaches a link whose
-  classes are all slower than its threshold takes their total without visiting them.
+  classes are all slower than its threshold takes their total without visiting them;
+* per class, ``cdelta`` (flows gained since the last update, net) for the classes in
+  ``ctouch``: when all are zero (``skip_cancelled``) no rate can change and the update
+  is skipped, as in :class:`~resilientcc.sim.sharing.Sharing`; a class that emptied in
+  between gets back its rate (``srate``) and its share of ``lused``.
 """
 
 from __future__ import annotations
@@ -308,6 +312,7 @@ def _loop(  # type: ignore[no-untyped-def]
     mptr,
     progress_every,
     drain_rtol,
+    skip_cancelled,
     start_t,
     txend_t,
     end_t,
@@ -387,6 +392,15 @@ def _loop(  # type: ignore[no-untyped-def]
     to_start[:nstart] = first
     joined = np.empty(max(n, 1), dtype=np.int64)
     done = np.empty(max(n, 1), dtype=np.int64)
+    # --- classes touched since the last update: net flows gained, whether (and at what
+    # rate) they emptied
+    cdelta = np.zeros(max(n_cls, 1), dtype=np.int64)
+    ctouch = np.empty(max(n_cls, 1), dtype=np.int64)
+    tstamp = np.zeros(max(n_cls, 1), dtype=np.int64)
+    emptied = np.zeros(max(n_cls, 1), dtype=np.bool_)
+    srate = np.zeros(max(n_cls, 1))
+    ntouch = 0
+    tround = 1
 
     while True:
         nj = 0
@@ -427,9 +441,36 @@ def _loop(  # type: ignore[no-untyped-def]
                             nseeds += 1
                 joined_cls[njoined] = k
                 njoined += 1
+                if tstamp[k] != tround:
+                    tstamp[k] = tround
+                    ctouch[ntouch] = k
+                    ntouch += 1
+                cdelta[k] += 1
                 joined[nj] = i
                 nj += 1
         nstart = 0
+        # the same flows per class as at the last update: the same rates (Sharing.update)
+        cancelled = skip_cancelled and ntouch > 0
+        for a in range(ntouch):
+            if cdelta[ctouch[a]] != 0:
+                cancelled = False
+                break
+        for a in range(ntouch):
+            k = ctouch[a]
+            if cancelled and emptied[k]:  # back to its rate, and so its links' sums
+                x = (srate[k] - crate[k]) * mult[k]
+                for e in range(clptr[k], clptr[k + 1]):
+                    lused[clk[e]] += x
+                crate[k] = srate[k]
+            cdelta[k] = 0
+            emptied[k] = False
+        ntouch = 0
+        tround += 1
+        if cancelled:
+            for a in range(nseeds):
+                seedflag[seeds[a]] = False
+            nseeds = 0
+            njoined = 0
         # --- sharing.update()
         nchg = 0
         # a lower bound on every joining flow's max-min rate: on each of its links, the
@@ -613,6 +654,11 @@ def _loop(  # type: ignore[no-untyped-def]
                 mcnt[k] -= 1
                 done[nd] = i
                 nd += 1
+                if tstamp[k] != tround:
+                    tstamp[k] = tround
+                    ctouch[ntouch] = k
+                    ntouch += 1
+                cdelta[k] -= 1
                 # sharing.leave(k)
                 if crate[k] < xstar:
                     xstar = crate[k]
@@ -643,6 +689,9 @@ def _loop(  # type: ignore[no-untyped-def]
                             lused[li] = 0.0
                             lmax[li] = 0.0
                 if m == 0:
+                    if not emptied[k]:
+                        emptied[k] = True
+                        srate[k] = crate[k]
                     crate[k] = fc
         for a in range(nd):
             i = done[a]
@@ -683,6 +732,7 @@ def run_compiled(
     progress_every: int,
     bind_rtol: float,
     drain_rtol: float,
+    skip_cancelled: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Run the compiled loop on a ``flow._Prepared``.
 
@@ -735,6 +785,7 @@ def run_compiled(
             mptr,
             progress_every if progress is not None else 0,
             drain_rtol,
+            skip_cancelled,
             start,
             txend,
             end,

@@ -14,6 +14,10 @@ recomputing as little as it can. It rests on three facts about max-min fairness
 * **Fixing some rates.** Fix any set of classes at their max-min rates: the max-min
   rates of the others, in the capacity the fixed ones leave them, are their max-min
   rates.
+* **Rates depend on the flows per class.** When every class that gained flows since the
+  last update lost as many (a connection's next transfer starting as its last one ends,
+  the commonest event of a pipelined schedule), no rate can change: the update is
+  skipped, and a class that emptied and filled again gets its rate back.
 * **Slower flows keep their rates.** Progressive filling runs the same below the level
   at which a leaving flow froze, and below the level at which a joining flow will
   freeze, which is at least its fair share ``capacity / flows`` on its candidate links
@@ -47,6 +51,8 @@ class Sharing:
         capacity: every link's capacity.
         bind_rtol: a link whose flows' private caps exceed its capacity by no more than
             this (relative) is treated as unable to bind.
+        skip_cancelled: skip an update in which every class's joins and leaves cancel
+            (exact; False recomputes it, for comparison).
 
     Attributes:
         rate: current rate of one flow of each class (its private cap while idle).
@@ -68,6 +74,7 @@ class Sharing:
         class_cap: list[float],
         capacity: list[float],
         bind_rtol: float,
+        skip_cancelled: bool = True,
     ) -> None:
         n_links, n_cls = len(capacity), len(class_links)
         self.clinks = class_links
@@ -89,6 +96,12 @@ class Sharing:
         self.xstar = math.inf
         self.epoch = 0  # marks the classes seen by the current update
         self.cseen = [0] * n_cls
+        # since the last update: flows gained (net) per class touched, and the rate each
+        # class had when it last emptied
+        self.skip_cancelled = skip_cancelled
+        self.delta: dict[int, int] = {}
+        self.saved: dict[int, float] = {}
+        self.skipped = 0  # updates skipped so far
 
     def join(self, k: int) -> None:
         """A flow of class ``k`` starts."""
@@ -107,6 +120,7 @@ class Sharing:
                 self.hot[li] = 1
                 self.seeds.add(li)
         self.joined.append(k)
+        self.delta[k] = self.delta.get(k, 0) + 1
 
     def leave(self, k: int) -> None:
         """A flow of class ``k`` ends."""
@@ -115,6 +129,7 @@ class Sharing:
             self.xstar = self.rate[k]
         m = self.mult[k] - 1
         self.mult[k] = m
+        self.delta[k] = self.delta.get(k, 0) - 1
         fc = self.ccap[k]
         for li in self.clinks[k]:
             if hot[li]:
@@ -127,6 +142,7 @@ class Sharing:
             if not m:
                 self.lcls[li].discard(k)
         if not m:
+            self.saved.setdefault(k, self.rate[k])
             self.rate[k] = fc
 
     def update(self) -> list[tuple[int, float]]:
@@ -135,6 +151,22 @@ class Sharing:
         Returns:
             ``(class, old rate)`` of every active class whose rate changed.
         """
+        delta, saved = self.delta, self.saved
+        if self.skip_cancelled and delta and not any(delta.values()):
+            # the same flows per class as at the last update: the same rates (a class
+            # that emptied and filled again gets its rate back)
+            self.skipped += 1
+            changed = [(k, self.rate[k]) for k, r in saved.items() if r != self.rate[k]]
+            for k, r in saved.items():
+                self.rate[k] = r
+            delta.clear()
+            saved.clear()
+            self.seeds.clear()
+            self.joined.clear()
+            self.xstar = math.inf
+            return changed
+        delta.clear()
+        saved.clear()
         xstar = self.xstar
         cap, hot, lcnt, clinks = self.cap, self.hot, self.lcnt, self.clinks
         for k in self.joined:  # a lower bound on its max-min rate: its fair share
