@@ -204,16 +204,47 @@ def test_waterfill_is_max_min_fair(caps: list[int], classes: list[tuple[int, lis
 
 
 # ----------------------------------------------------------------- incremental max-min
-@settings(max_examples=300, deadline=None)
-@given(
-    caps=st.lists(st.integers(1, 60), min_size=1, max_size=6),
-    classes=st.lists(
+LINK_CAPS = st.lists(st.integers(1, 60), min_size=1, max_size=6)
+
+
+def flow_classes(min_size: int) -> st.SearchStrategy[list[tuple[int, list[int]]]]:
+    """Classes as (private cap, links), links taken modulo the number of links."""
+    return st.lists(
         st.tuples(
             st.integers(1, 60), st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True)
         ),
-        min_size=1,
+        min_size=min_size,
         max_size=8,
-    ),
+    )
+
+
+def sharing_case(
+    caps: list[int], classes: list[tuple[int, list[int]]]
+) -> tuple[list[float], list[tuple[int, ...]], list[float]]:
+    """(capacities, each class's links, each class's private cap) of a drawn case."""
+    links = [tuple(sorted({x % len(caps) for x in ls})) for _, ls in classes]
+    fcap = [
+        float(min([f] + [caps[x] for x in ls])) for (f, _), ls in zip(classes, links, strict=True)
+    ]
+    return [float(c) for c in caps], links, fcap
+
+
+def assert_max_min(
+    sh: Sharing, links: list[tuple[int, ...]], fcap: list[float], cap: list[float]
+) -> None:
+    """``sh``'s rates are max-min from scratch over its active classes."""
+    active = [k for k in range(len(links)) if sh.mult[k]]
+    want = waterfill(
+        [sh.mult[k] for k in active], [fcap[k] for k in active], [links[k] for k in active], cap
+    )
+    for k, w in zip(active, want, strict=True):
+        assert sh.rate[k] == pytest.approx(w, rel=1e-9)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    caps=LINK_CAPS,
+    classes=flow_classes(1),
     ops=st.lists(
         st.lists(st.tuples(st.booleans(), st.integers(0, 7)), min_size=1, max_size=3), max_size=25
     ),
@@ -221,11 +252,7 @@ def test_waterfill_is_max_min_fair(caps: list[int], classes: list[tuple[int, lis
 def test_sharing_keeps_max_min_rates_as_flows_join_and_leave(
     caps: list[int], classes: list[tuple[int, list[int]]], ops: list[list[tuple[bool, int]]]
 ) -> None:
-    cap = [float(c) for c in caps]
-    links = [tuple(sorted({x % len(caps) for x in ls})) for _, ls in classes]
-    fcap = [
-        float(min([f] + [caps[x] for x in ls])) for (f, _), ls in zip(classes, links, strict=True)
-    ]
+    cap, links, fcap = sharing_case(caps, classes)
     sh = Sharing(links, fcap, cap, 1e-9)
     for batch in ops:
         for join, k in batch:
@@ -239,24 +266,13 @@ def test_sharing_keeps_max_min_rates_as_flows_join_and_leave(
         for k in range(len(links)):  # exactly the changed rates are reported, with the old one
             assert changed.get(k, sh.rate[k]) == before[k]
             assert (k in changed) == (sh.rate[k] != before[k])
-        active = [k for k in range(len(links)) if sh.mult[k]]
-        want = waterfill(
-            [sh.mult[k] for k in active], [fcap[k] for k in active], [links[k] for k in active], cap
-        )
-        for k, w in zip(active, want, strict=True):
-            assert sh.rate[k] == pytest.approx(w, rel=1e-9)
+        assert_max_min(sh, links, fcap, cap)
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    caps=st.lists(st.integers(1, 60), min_size=1, max_size=6),
-    classes=st.lists(
-        st.tuples(
-            st.integers(1, 60), st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True)
-        ),
-        min_size=2,
-        max_size=8,
-    ),
+    caps=LINK_CAPS,
+    classes=flow_classes(2),
     batches=st.lists(
         st.tuples(
             st.booleans(),  # a batch whose leaves and joins cancel, class by class
@@ -274,11 +290,7 @@ def test_sharing_skips_updates_whose_joins_and_leaves_cancel(
     transfer starting as its last one ends), some classes emptying and filling again in
     between, is skipped and changes no rate; other batches are recomputed. The rates stay
     those of a Sharing that recomputes every batch and of max-min from scratch."""
-    cap = [float(c) for c in caps]
-    links = [tuple(sorted({x % len(caps) for x in ls})) for _, ls in classes]
-    fcap = [
-        float(min([f] + [caps[x] for x in ls])) for (f, _), ls in zip(classes, links, strict=True)
-    ]
+    cap, links, fcap = sharing_case(caps, classes)
     sh = Sharing(links, fcap, cap, 1e-9)
     ref = Sharing(links, fcap, cap, 1e-9, skip_cancelled=False)
     for k in range(len(links)):  # every class active, some twice
@@ -313,12 +325,8 @@ def test_sharing_skips_updates_whose_joins_and_leaves_cancel(
             assert sh.rate == before  # emptied classes have their rates back
         elif any(n for n in _net(seq).values()):
             assert sh.skipped == skipped
-        active = [k for k in range(len(links)) if sh.mult[k]]
-        want = waterfill(
-            [sh.mult[k] for k in active], [fcap[k] for k in active], [links[k] for k in active], cap
-        )
-        for k, w in zip(active, want, strict=True):
-            assert sh.rate[k] == pytest.approx(w, rel=1e-9)
+        assert_max_min(sh, links, fcap, cap)
+        for k in range(len(links)):
             assert sh.rate[k] == pytest.approx(ref.rate[k], rel=1e-9)
 
 
