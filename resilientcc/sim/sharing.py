@@ -3,7 +3,7 @@
 The simulator's flows fall into *classes*: flows whose routes cross the same links that
 can bind and have the same private cap (narrowest link) always get the same max-min
 rate. :class:`Sharing` keeps the rate of every class while flows join and leave,
-recomputing as little as it can. It rests on three facts about max-min fairness
+recomputing as little as it can. It rests on four facts about max-min fairness
 (progressive filling):
 
 * **Links that cannot bind.** A link whose active flows' private caps sum to at most
