@@ -193,7 +193,7 @@ def test_engine_choice_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
         simulate(s, topo, engine="fortran")
     assert flow._pick_engine("auto", flow.COMPILED_MIN_TRANSFERS - 1) == "python"
     assert flow._pick_engine("python", 10**9) == "python"
-    monkeypatch.setattr(compiled, "_HAVE_NUMBA", False)
+    monkeypatch.setattr(compiled, "available", lambda: False)
     assert flow._pick_engine("auto", 10**9) == "python"
     with pytest.raises(SimulationError, match="needs numba"):
         simulate(s, topo, engine="compiled")

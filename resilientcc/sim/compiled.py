@@ -54,7 +54,6 @@ from resilientcc.sim.sharing import _KEEP_RTOL
 
 __all__ = ["available", "run_compiled"]
 
-_HAVE_NUMBA: bool | None = None  # whether numba can be imported: asked on first use
 numba: Any = None  # the module, bound by _numba.compile_kernels (numba.objmode in _loop)
 
 # the progress callback of the run in flight (numba calls back into Python through it)
@@ -68,10 +67,7 @@ def _report_progress(completed: int, n: int, t: float) -> None:
 
 def available() -> bool:
     """Whether numba can be imported, so that :func:`run_compiled` can run."""
-    global _HAVE_NUMBA
-    if _HAVE_NUMBA is None:
-        _HAVE_NUMBA = _numba.available()
-    return _HAVE_NUMBA
+    return _numba.available()
 
 
 def _hpush(hk, hv, size, key, val):  # type: ignore[no-untyped-def]
