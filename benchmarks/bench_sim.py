@@ -13,9 +13,12 @@ Generation time is reported separately from the simulation time (the median of
 when ``resilientcc.schedules.optcc`` exists.
 
 Each schedule is simulated by every engine of --engines in turn (``compiled``: the
-numba event loop, ``python``: the reference loop; ``compiled-noskip`` and
-``python-noskip``: the same loops recomputing the max-min updates in which every class's
-joins and leaves cancel, which they skip by default, ``flow.SKIP_CANCELLED``), and the
+numba event loop, ``python``: the reference loop; with ``-noskip``, recomputing the
+max-min updates in which every class's joins and leaves cancel, which they skip by
+default, ``flow.SKIP_CANCELLED``; with ``-noprune``, reaching every class at least as
+fast as the update's threshold, where by default they leave out those that the links
+they meet cannot bind, ``flow.PRUNE_SLACK``; ``-noskip-noprune`` is the loops before
+either), and the
 last column is the first engine's speed-up over each (measured side by side, same
 schedule, same run). The
 compiled loop is compiled (or loaded from numba's cache) once before the table; that
@@ -93,14 +96,15 @@ def bench(
         bound = float(lower_bound(topo, M).seconds) if degraded else float("nan")
         first: float | None = None  # the first engine's wall time
         for eng in engines:
-            loop, _, noskip = eng.partition("-")
-            flow.SKIP_CANCELLED = noskip != "noskip"
+            loop, *offs = eng.split("-")
+            flow.SKIP_CANCELLED = "noskip" not in offs
+            flow.PRUNE_SLACK = "noprune" not in offs
             try:
                 wall, res = _time(
                     lambda s=sched, tp=topo, e=loop: simulate(s, tp, engine=e), repeat
                 )
             finally:
-                flow.SKIP_CANCELLED = True
+                flow.SKIP_CANCELLED = flow.PRUNE_SLACK = True
             if first is None:
                 first = wall
             print(
@@ -140,16 +144,19 @@ def main() -> None:
     ap.add_argument(
         "--engines",
         default="compiled,python",
-        help="comma-separated simulator loops to time side by side: compiled, python,"
-        " compiled-noskip, python-noskip",
+        help="comma-separated simulator loops to time side by side: compiled or python,"
+        " each optionally with -noskip and/or -noprune (e.g. compiled-noskip-noprune)",
     )
     ap.add_argument("--validate", action="store_true")
     a = ap.parse_args()
     engines = [e for e in a.engines.split(",") if e]
-    known = ("compiled", "python", "compiled-noskip", "python-noskip")
     for e in engines:
-        if e not in known:
-            ap.error(f"--engines: unknown engine {e!r} (one of {', '.join(known)})")
+        loop, *offs = e.split("-")
+        if loop not in ("compiled", "python") or not set(offs) <= {"noskip", "noprune"}:
+            ap.error(
+                f"--engines: unknown engine {e!r} (compiled or python, then optionally"
+                " -noskip and/or -noprune)"
+            )
     if a.validate:
         validate()
     else:

@@ -59,7 +59,7 @@ CLUSTERS = {
     "4x8 healthy": hierarchical(4, 8),
     "4x8 0:1": fail_nics(hierarchical(4, 8), 0, 1),
     "4x8 0:4": fail_nics(hierarchical(4, 8), 0, 4),
-    "3x4 0:2+1:1": fail_nics(fail_nics(hierarchical(3, 4), 0, 2), 1, 1),
+    "4x4 0:2+1:1": fail_nics(fail_nics(hierarchical(4, 4), 0, 2), 1, 1),
     "4x8 0:x1/2": scale_server_nics(hierarchical(4, 8), 0, Fraction(1, 2)),
 }
 
@@ -107,13 +107,26 @@ def test_large_pipelined_optcc_runs_the_same_in_both_loops() -> None:
 
 
 @needs_numba
-@pytest.mark.parametrize("cluster", ["4x8 0:1", "4x8 0:4", "3x4 0:2+1:1"])
-def test_skipping_cancelled_updates_changes_no_time(
-    cluster: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("cluster", ["4x8 0:1", "4x8 0:4", "4x4 0:2+1:1"])
+@pytest.mark.parametrize(
+    ("switch", "counter", "least"),
+    [("SKIP_CANCELLED", "skipped", 1 / 20), ("PRUNE_SLACK", "kept", 1 / 20)],
+    ids=["skip", "prune"],
+)
+def test_shortcuts_of_the_updates_change_no_time(
+    cluster: str, switch: str, counter: str, least: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Both loops skip an update in which every class's joins and leaves cancel (common in
-    pipelined schedules: a connection's next transfer starts as its last one ends). The
-    rates cannot change there, so OptCC's times are those of the loops that recompute."""
+    """Both loops take two exact shortcuts in their max-min updates, each with a switch:
+
+    * skip an update in which every class's joins and leaves cancel (common in pipelined
+      schedules: a connection's next transfer starts as its last one ends); the rates
+      cannot change there;
+    * leave out the classes that the links an update reaches cannot bind, widening where
+      the new rates prove that wrong.
+
+    With either off, OptCC's times are the same; the Python loop's counter shows that the
+    shortcut was taken (skipped updates; links that kept classes out), at least once per
+    20 transfers."""
     import resilientcc.sim.flow as flow
     from resilientcc.sim.sharing import Sharing
 
@@ -128,12 +141,12 @@ def test_skipping_cancelled_updates_changes_no_time(
     topo = CLUSTERS[cluster]
     s = get_generator("optcc")(topo, Fraction(2**25))
     runs = {}
-    for skip in (True, False):
-        monkeypatch.setattr(flow, "SKIP_CANCELLED", skip)
+    for on in (True, False):
+        monkeypatch.setattr(flow, switch, on)
         for engine in ("python", "compiled"):
-            runs[skip, engine] = simulate(s, topo, engine=engine)
-    assert made[0].skipped > len(s.transfers) // 20  # the Python loop's skipping run
-    assert made[1].skipped == 0
+            runs[on, engine] = simulate(s, topo, engine=engine)
+    assert getattr(made[0], counter) > len(s.transfers) * least
+    assert getattr(made[1], counter) == 0
     ref = runs[False, "python"]
     for res in runs.values():
         assert res.time_s == pytest.approx(ref.time_s, rel=1e-9)

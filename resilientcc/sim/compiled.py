@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from resilientcc import _numba
-from resilientcc.sim.sharing import _KEEP_RTOL
+from resilientcc.sim.sharing import _FULL_RTOL, _KEEP_RTOL, _MAX_WIDEN, _SLACK_RTOL
 
 __all__ = ["available", "run_compiled"]
 
@@ -257,6 +257,132 @@ def _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, lptr, ws, wi, ep, rate
                 cnt[j2] -= m
 
 
+def _reach(
+    li,
+    lo,
+    cap,
+    lptr,
+    lnact,
+    lslot,
+    inc_cls,
+    crate,
+    mult,
+    jstamp,
+    jround,
+    cseen,
+    ep,
+    cidx,
+    comp,
+    ncomp,
+    lused,
+    lmax,
+):  # type: ignore[no-untyped-def]
+    """Reach over link ``li`` to the classes an update must recompute with it; ``(ncomp, kept)``.
+
+    If the link had slack (its flows' rates summed to less than its capacity), it was no
+    class's bottleneck: none is added. Otherwise only the classes at its top rate (the
+    ones it can bind), leaving out those that joined this round, whose rate is not an
+    old max-min rate. Either way the classes left out are *kept* at their rates, and
+    ``kept`` says whether any is at least ``lo`` (a slower one keeps its rate anyway);
+    :func:`_widen` checks afterwards that the link binds none of them. Refreshes the
+    link's ``lused`` and ``lmax`` when it visits its classes.
+    """
+    if lused[li] < cap[li] * (1 - _SLACK_RTOL):
+        for p in range(lptr[li], lptr[li] + lnact[li]):
+            k = inc_cls[lslot[p]]
+            if cseen[k] != ep and crate[k] >= lo:
+                return ncomp, True
+        return ncomp, False
+    tot = 0.0
+    mx = 0.0
+    top = 0.0
+    for p in range(lptr[li], lptr[li] + lnact[li]):
+        k = inc_cls[lslot[p]]
+        r = crate[k]
+        tot += r * mult[k]
+        if r > mx:
+            mx = r
+        if r > top and jstamp[k] != jround:
+            top = r
+    lused[li] = tot
+    lmax[li] = mx
+    top *= 1 - _SLACK_RTOL
+    if top < lo:
+        top = lo
+    kept = False
+    for p in range(lptr[li], lptr[li] + lnact[li]):
+        k = inc_cls[lslot[p]]
+        if cseen[k] == ep:
+            continue
+        r = crate[k]
+        if r >= top:
+            cseen[k] = ep
+            cidx[k] = ncomp
+            comp[ncomp] = k
+            ncomp += 1
+        elif r >= lo:
+            kept = True
+    return ncomp, kept
+
+
+def _widen(
+    slackl,
+    nslack,
+    lo,
+    res,
+    cap,
+    lptr,
+    lnact,
+    lslot,
+    inc_cls,
+    cseen,
+    ep,
+    cidx,
+    comp,
+    ncomp,
+    crate,
+    rate,
+):  # type: ignore[no-untyped-def]
+    """Check the links that kept classes (``slackl[:nslack]``); ``(nslack, ncomp)``.
+
+    The new rates (``rate[cidx[k]]`` for the recomputed classes, ``cseen[k] == ep``)
+    stand unless they fill such a link (``res``, what the water-filling left of it, is
+    about zero) while a kept class on it is faster than the recomputed classes there:
+    the link would freeze them at a level below a class it carries. The kept classes of
+    such a link (those at least ``lo``) join ``comp`` and it leaves the list; the update
+    is sound once no class was added. See :meth:`resilientcc.sim.sharing.Sharing.update`.
+    """
+    n = 0
+    for a in range(nslack):
+        li = slackl[a]
+        if res[li] > cap[li] * _FULL_RTOL:
+            slackl[n] = li
+            n += 1
+            continue
+        kept = 0.0
+        level = 0.0  # the rate of the classes it froze, if any: the fastest recomputed
+        for p in range(lptr[li], lptr[li] + lnact[li]):
+            k = inc_cls[lslot[p]]
+            if cseen[k] == ep:
+                r = rate[cidx[k]]
+                if r > level:
+                    level = r
+            elif crate[k] > kept:
+                kept = crate[k]
+        if kept <= level * (1 + _KEEP_RTOL):
+            slackl[n] = li
+            n += 1
+            continue
+        for p in range(lptr[li], lptr[li] + lnact[li]):
+            k = inc_cls[lslot[p]]
+            if cseen[k] != ep and crate[k] >= lo:
+                cseen[k] = ep
+                cidx[k] = ncomp
+                comp[ncomp] = k
+                ncomp += 1
+    return n, ncomp
+
+
 def _fill_level(li, ell, cap, lptr, lnact, lslot, inc_cls, crate, mult, jstamp, jround):  # type: ignore[no-untyped-def]
     """A better lower bound than ``ell`` on the level at which link ``li`` fills.
 
@@ -309,6 +435,7 @@ def _loop(  # type: ignore[no-untyped-def]
     progress_every,
     drain_rtol,
     skip_cancelled,
+    prune_slack,
     start_t,
     txend_t,
     end_t,
@@ -347,12 +474,15 @@ def _loop(  # type: ignore[no-untyped-def]
     jround = 0
     xstar = inf
     ep = 0
+    wep = 0  # the water-filling's stamp (several calls per update)
     cseen = np.zeros(n_cls, dtype=np.int64)
     rseen = np.zeros(n_links, dtype=np.int64)
     resid = np.zeros(n_links)
     ws = np.zeros(2 * n_links + n_cls + 1)  # waterfill's scratch space
     wi = np.zeros(5 * n_links + lptr[n_links] + 2 * n_cls + 2, dtype=np.int64)
     comp = np.empty(max(n_cls, 1), dtype=np.int64)
+    cidx = np.zeros(max(n_cls, 1), dtype=np.int64)  # each class's place in comp
+    slackl = np.empty(max(n_links, 1), dtype=np.int64)  # the links left out for slack
     hptr = np.zeros(max(n_cls, 1) + 1, dtype=np.int64)
     hlk = np.empty(max(clptr[n_cls], 1), dtype=np.int64)
     wrate = np.empty(max(n_cls, 1))
@@ -494,77 +624,141 @@ def _loop(  # type: ignore[no-untyped-def]
         njoined = 0
         if nseeds:
             lo = xstar * (1 - _KEEP_RTOL) if xstar < inf else -1.0
-            ep += 1
-            ncomp = 0
             for s in range(nseeds):
-                li = seeds[s]
-                seedflag[li] = False
-                for p in range(lptr[li], lptr[li] + lnact[li]):
-                    k = inc_cls[lslot[p]]
-                    if cseen[k] != ep:
-                        cseen[k] = ep
-                        comp[ncomp] = k
-                        ncomp += 1
-            nseeds = 0
-            nh = 0
-            nshort = 0
-            idx = 0
-            while idx < ncomp:
-                k = comp[idx]
-                hptr[idx] = nh
-                for e in range(clptr[k], clptr[k + 1]):
-                    li = clk[e]
-                    if not hot[li]:
-                        continue
-                    hlk[nh] = li
-                    nh += 1
-                    if rseen[li] == ep:
-                        continue
-                    rseen[li] = ep
-                    if lmax[li] < lo:  # no class on it is fast: its sum minus comp's
-                        lshort[li] = ep
-                        lsub[li] = 0.0
-                        shortl[nshort] = li
-                        nshort += 1
-                        continue
-                    used = 0.0
-                    tot = 0.0
-                    mx = 0.0
+                seedflag[seeds[s]] = False
+            # first leaving out links with slack and slow classes on full links (widening
+            # where that proves wrong, up to _MAX_WIDEN times), then, failing that, not
+            for attempt in range(2 if prune_slack else 1):
+                ep += 1
+                slack_ok = attempt == 0 and prune_slack
+                ncomp = 0
+                for s in range(nseeds):
+                    li = seeds[s]
                     for p in range(lptr[li], lptr[li] + lnact[li]):
-                        k2 = inc_cls[lslot[p]]
-                        rk = crate[k2]
-                        x = rk * mult[k2]
-                        tot += x
-                        if rk > mx:
-                            mx = rk
-                        if cseen[k2] == ep:
-                            continue
-                        if rk >= lo:
-                            cseen[k2] = ep
-                            comp[ncomp] = k2
+                        k = inc_cls[lslot[p]]
+                        # slower classes keep their rates; the joined ones are recomputed
+                        if cseen[k] != ep and (crate[k] >= lo or jstamp[k] == jround):
+                            cseen[k] = ep
+                            cidx[k] = ncomp
+                            comp[ncomp] = k
                             ncomp += 1
-                        else:
-                            used += x
-                    lused[li] = tot
-                    lmax[li] = mx
-                    resid[li] = cap[li] - used if cap[li] > used else 0.0
-                idx += 1
-            hptr[ncomp] = nh
-            if nshort:
-                for idx in range(ncomp):
-                    k = comp[idx]
-                    x = crate[k] * mult[k]
-                    for e in range(hptr[idx], hptr[idx + 1]):
-                        li = hlk[e]
-                        if lshort[li] == ep:
-                            lsub[li] += x
-                for a in range(nshort):
-                    li = shortl[a]
-                    used = lused[li] - lsub[li]
-                    if used < 0.0:
-                        used = 0.0
-                    resid[li] = cap[li] - used if cap[li] > used else 0.0
-            _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, lptr, ws, wi, ep, wrate)
+                nslack = 0
+                nh = 0
+                nshort = 0
+                idx = 0
+                widen = 0
+                while True:
+                    while idx < ncomp:
+                        k = comp[idx]
+                        hptr[idx] = nh
+                        for e in range(clptr[k], clptr[k + 1]):
+                            li = clk[e]
+                            if not hot[li]:
+                                continue
+                            hlk[nh] = li
+                            nh += 1
+                            if rseen[li] == ep:
+                                continue
+                            rseen[li] = ep
+                            if slack_ok or lmax[li] < lo:  # its sum minus comp's, below
+                                lshort[li] = ep
+                                shortl[nshort] = li
+                                nshort += 1
+                                if slack_ok and lmax[li] >= lo:
+                                    ncomp, kept = _reach(
+                                        li,
+                                        lo,
+                                        cap,
+                                        lptr,
+                                        lnact,
+                                        lslot,
+                                        inc_cls,
+                                        crate,
+                                        mult,
+                                        jstamp,
+                                        jround,
+                                        cseen,
+                                        ep,
+                                        cidx,
+                                        comp,
+                                        ncomp,
+                                        lused,
+                                        lmax,
+                                    )
+                                    if kept:
+                                        slackl[nslack] = li
+                                        nslack += 1
+                                continue
+                            used = 0.0
+                            tot = 0.0
+                            mx = 0.0
+                            for p in range(lptr[li], lptr[li] + lnact[li]):
+                                k2 = inc_cls[lslot[p]]
+                                rk = crate[k2]
+                                x = rk * mult[k2]
+                                tot += x
+                                if rk > mx:
+                                    mx = rk
+                                if cseen[k2] == ep:
+                                    continue
+                                if rk >= lo:
+                                    cseen[k2] = ep
+                                    cidx[k2] = ncomp
+                                    comp[ncomp] = k2
+                                    ncomp += 1
+                                else:
+                                    used += x
+                            lused[li] = tot
+                            lmax[li] = mx
+                            resid[li] = cap[li] - used if cap[li] > used else 0.0
+                        idx += 1
+                    hptr[ncomp] = nh
+                    if nshort:
+                        for a in range(nshort):
+                            lsub[shortl[a]] = 0.0
+                        for idx in range(ncomp):
+                            k = comp[idx]
+                            x = crate[k] * mult[k]
+                            for e in range(hptr[idx], hptr[idx + 1]):
+                                li = hlk[e]
+                                if lshort[li] == ep:
+                                    lsub[li] += x
+                        for a in range(nshort):
+                            li = shortl[a]
+                            used = lused[li] - lsub[li]
+                            if used < 0.0:
+                                used = 0.0
+                            resid[li] = cap[li] - used if cap[li] > used else 0.0
+                    wep += 1
+                    _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, lptr, ws, wi, wep, wrate)
+                    idx = ncomp
+                    if nslack:
+                        nslack, ncomp = _widen(
+                            slackl,
+                            nslack,
+                            lo,
+                            ws,
+                            cap,
+                            lptr,
+                            lnact,
+                            lslot,
+                            inc_cls,
+                            cseen,
+                            ep,
+                            cidx,
+                            comp,
+                            ncomp,
+                            crate,
+                            wrate,
+                        )
+                    if idx == ncomp:  # nothing was wrong
+                        break
+                    widen += 1
+                    if widen > _MAX_WIDEN:
+                        break
+                if idx == ncomp:
+                    break
+            nseeds = 0
             for idx in range(ncomp):
                 k = comp[idx]
                 r = wrate[idx]
@@ -718,7 +912,17 @@ def _loop(  # type: ignore[no-untyped-def]
 
 
 #: the kernels, compiled by numba on the first run (:func:`_numba.compile_kernels`)
-_KERNELS = ("_hpush", "_hpop", "_iset", "_iremove", "_waterfill", "_fill_level", "_loop")
+_KERNELS = (
+    "_hpush",
+    "_hpop",
+    "_iset",
+    "_iremove",
+    "_waterfill",
+    "_reach",
+    "_widen",
+    "_fill_level",
+    "_loop",
+)
 
 
 def run_compiled(
@@ -729,6 +933,7 @@ def run_compiled(
     bind_rtol: float,
     drain_rtol: float,
     skip_cancelled: bool = True,
+    prune_slack: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Run the compiled loop on a ``flow._Prepared``.
 
@@ -782,6 +987,7 @@ def run_compiled(
             progress_every if progress is not None else 0,
             drain_rtol,
             skip_cancelled,
+            prune_slack,
             start,
             txend,
             end,

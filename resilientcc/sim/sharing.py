@@ -3,7 +3,7 @@
 The simulator's flows fall into *classes*: flows whose routes cross the same links that
 can bind and have the same private cap (narrowest link) always get the same max-min
 rate. :class:`Sharing` keeps the rate of every class while flows join and leave,
-recomputing as little as it can. It rests on four facts about max-min fairness
+recomputing as little as it can. It rests on five facts about max-min fairness
 (progressive filling):
 
 * **Links that cannot bind.** A link whose active flows' private caps sum to at most
@@ -25,10 +25,21 @@ recomputing as little as it can. It rests on four facts about max-min fairness
   than ``xstar`` (the smallest of the leaving flows' rates and of the joining flows'
   fair shares) keeps its rate.
 
+* **A link binds only its fastest classes.** A class's rate is set by a link that is
+  full and on which no class is faster (its bottleneck), or by its private cap. So a
+  link that had slack was no class's bottleneck, and on a full link only the classes at
+  its top rate can have it as theirs. Every other class on it can keep its rate, unless
+  the new rates fill the link at a level below it: then the link would bind it.
+
 So :meth:`Sharing.update` recomputes, with :func:`~resilientcc.sim.maxmin.waterfill`, the
-classes on the links that changed and every class at least as fast as ``xstar`` that is
-reachable from them over candidate links; the slower classes it meets keep their rates
-and only take their share off the links they cross.
+classes on the links that changed that are at least as fast as ``xstar`` (and those that
+gained flows), and the classes it reaches from them over candidate links: those at the
+top of a full link. The classes it meets but leaves out keep their rates and only take
+their share off the links they cross. If the new rates fill a link below a class it
+left out there, the update *widens*: that link's classes are added and the water-filling
+runs again (after ``_MAX_WIDEN`` times, the update is redone reaching every class at
+least as fast as ``xstar`` over candidate links). ``prune_slack=False`` always does
+that.
 """
 
 from __future__ import annotations
@@ -40,6 +51,9 @@ from resilientcc.sim.maxmin import waterfill
 __all__ = ["Sharing"]
 
 _KEEP_RTOL = 1e-9  # classes this much below ``xstar`` keep their rates (rounding margin)
+_SLACK_RTOL = 1e-6  # a link has slack if its flows' rates sum to this much below capacity
+_FULL_RTOL = 1e-7  # a link is full if less than this much of its capacity is left
+_MAX_WIDEN = 8  # an update widened more often than this is redone without leaving out
 
 
 class Sharing:
@@ -53,6 +67,9 @@ class Sharing:
             this (relative) is treated as unable to bind.
         skip_cancelled: skip an update in which every class's joins and leaves cancel
             (exact; False recomputes it, for comparison).
+        prune_slack: leave out of an update the classes that a link cannot bind (all,
+            where it had slack; those slower than its fastest, where it was full),
+            adding them back where that proves wrong (exact; False recomputes them).
 
     Attributes:
         rate: current rate of one flow of each class (its private cap while idle).
@@ -75,6 +92,7 @@ class Sharing:
         capacity: list[float],
         bind_rtol: float,
         skip_cancelled: bool = True,
+        prune_slack: bool = True,
     ) -> None:
         n_links, n_cls = len(capacity), len(class_links)
         self.clinks = class_links
@@ -102,6 +120,12 @@ class Sharing:
         self.delta: dict[int, int] = {}
         self.saved: dict[int, float] = {}
         self.skipped = 0  # updates skipped so far
+        # leave out of updates the classes that links with slack, or full links they are
+        # slower than, cannot bind
+        self.prune_slack = prune_slack
+        self.kept = 0  # links on which an update left out classes at least xstar
+        self.widened = 0  # times an update added classes it had left out
+        self.redone = 0  # updates redone in full, having widened too often
 
     def join(self, k: int) -> None:
         """A flow of class ``k`` starts."""
@@ -176,44 +200,86 @@ class Sharing:
                     lb = cap[li] / lcnt[li]
             if lb < xstar:
                 xstar = lb
+        joined = set(self.joined)
         self.joined.clear()
         self.xstar = math.inf
         if not self.seeds:
             return []
         lo = xstar * (1 - _KEEP_RTOL) if xstar < math.inf else -1.0
+        seeds = list(self.seeds)
+        self.seeds.clear()
+        if self.prune_slack:
+            pruned = self._recompute(seeds, joined, lo, True)
+            if pruned is not None:
+                return pruned
+            self.redone += 1
+        full = self._recompute(seeds, joined, lo, False)
+        assert full is not None  # only a try that leaves classes out can fail
+        return full
+
+    def _recompute(
+        self, seeds: list[int], joined: set[int], lo: float, slack_ok: bool
+    ) -> list[tuple[int, float]] | None:
+        """One try of :meth:`update`: the changed rates, or None (nothing changed) if it
+        widened more than ``_MAX_WIDEN`` times, leaving out classes (``slack_ok``)."""
+        cap, hot, clinks = self.cap, self.hot, self.clinks
         lcls, crate, mult, cseen = self.lcls, self.rate, self.mult, self.cseen
         self.epoch += 1
         ep = self.epoch
         comp: list[int] = []  # the classes recomputed
-        residual: dict[int, float] = {}  # their candidate links: capacity the others leave
-        for li in self.seeds:  # every class on a seed link is recomputed
+        for li in seeds:  # on the links that changed: the joined classes and the fast ones
             for k in lcls[li]:
-                if cseen[k] != ep:
+                if cseen[k] != ep and (crate[k] >= lo or k in joined):
                     cseen[k] = ep
                     comp.append(k)
-        self.seeds.clear()
+        residual: dict[int, float] = {}  # their candidate links: capacity the others leave
+        short: list[int] = []  # candidate links whose residual waits for comp to be complete
+        keeping: list[int] = []  # the links that kept classes at least lo: checked
         hls: list[list[int]] = []  # the candidate links of each class in comp
-        for k in comp:  # grows while iterating: over candidate links, to the fast classes
-            hl = []
-            for li in clinks[k]:
-                if not hot[li]:
-                    continue
-                hl.append(li)
-                if li in residual:
-                    continue
-                used = 0.0
-                for k2 in lcls[li]:
-                    if cseen[k2] == ep:
+        widened = 0
+        while True:
+            while len(hls) < len(comp):  # comp grows: over candidate links, to the classes
+                k = comp[len(hls)]
+                hl = []
+                for li in clinks[k]:
+                    if not hot[li]:
                         continue
-                    rk = crate[k2]
-                    if rk >= lo:
-                        cseen[k2] = ep
-                        comp.append(k2)
-                    else:
-                        used += rk * mult[k2]
+                    hl.append(li)
+                    if li in residual:
+                        continue
+                    if slack_ok:
+                        residual[li] = 0.0  # set below
+                        short.append(li)
+                        if self._reach(li, lo, joined, ep, comp):
+                            keeping.append(li)
+                            self.kept += 1
+                        continue
+                    used = 0.0
+                    for k2 in lcls[li]:
+                        if cseen[k2] == ep:
+                            continue
+                        rk = crate[k2]
+                        if rk >= lo:
+                            cseen[k2] = ep
+                            comp.append(k2)
+                        else:
+                            used += rk * mult[k2]
+                    residual[li] = cap[li] - used if cap[li] > used else 0.0
+                hls.append(hl)
+            for li in short:  # the classes on it not in comp keep their rates
+                used = sum(crate[k2] * mult[k2] for k2 in lcls[li] if cseen[k2] != ep)
                 residual[li] = cap[li] - used if cap[li] > used else 0.0
-            hls.append(hl)
-        rates = waterfill([mult[k] for k in comp], [self.ccap[k] for k in comp], hls, residual)
+            rates = waterfill([mult[k] for k in comp], [self.ccap[k] for k in comp], hls, residual)
+            if not keeping:
+                break
+            new = dict(zip(comp, rates, strict=True))
+            keeping = [li for li in keeping if not self._widen(li, new, residual[li], lo, comp)]
+            if len(comp) == len(new):  # no link bound a kept class
+                break
+            widened += 1
+            self.widened += 1
+            if widened > _MAX_WIDEN:
+                return None
         changed = []
         for k, r in zip(comp, rates, strict=True):
             old = crate[k]
@@ -221,3 +287,58 @@ class Sharing:
                 crate[k] = r
                 changed.append((k, old))
         return changed
+
+    def _reach(self, li: int, lo: float, joined: set[int], ep: int, comp: list[int]) -> bool:
+        """Add to ``comp`` the classes on candidate link ``li`` that it can bind.
+
+        None if the link had slack (its flows' rates summed to less than its capacity):
+        it was no class's bottleneck. Otherwise the classes at its top rate, leaving out
+        those in ``joined``, whose rates are not old max-min rates. The others keep their
+        rates; returns whether any of them is at least ``lo`` (a slower class keeps its
+        rate anyway), for :meth:`_widen` to check.
+        """
+        classes, rate, cseen = self.lcls[li], self.rate, self.cseen
+        if _load(classes, rate, self.mult) < self.cap[li] * (1 - _SLACK_RTOL):
+            return any(cseen[k] != ep and rate[k] >= lo for k in classes)
+        top = max((rate[k] for k in classes if k not in joined), default=0.0)
+        top = max(top * (1 - _SLACK_RTOL), lo)
+        kept = False
+        for k in classes:
+            if cseen[k] == ep:
+                continue
+            if rate[k] >= top:
+                cseen[k] = ep
+                comp.append(k)
+            elif rate[k] >= lo:
+                kept = True
+        return kept
+
+    def _widen(
+        self, li: int, new: dict[int, float], residual: float, lo: float, comp: list[int]
+    ) -> bool:
+        """Whether link ``li``, which kept classes, binds one of them; then add them.
+
+        ``new`` holds the recomputed classes' rates, ``residual`` what the kept classes
+        left of the link. They stand unless the new rates fill it while one of them is
+        faster than every recomputed class there (the fastest, if the link froze any, is
+        at the level where it did): the link would bind it. Then the kept classes at
+        least ``lo`` join ``comp`` (marked seen through ``new``'s epoch).
+        """
+        on = [k for k in self.lcls[li] if k in new]
+        left = residual - sum(new[k] * self.mult[k] for k in on)
+        if left > self.cap[li] * _FULL_RTOL:
+            return False
+        kept = max((self.rate[k] for k in self.lcls[li] if k not in new), default=0.0)
+        if kept <= max(new[k] for k in on) * (1 + _KEEP_RTOL):
+            return False
+        ep = self.epoch
+        for k in self.lcls[li]:
+            if self.cseen[k] != ep and self.rate[k] >= lo:
+                self.cseen[k] = ep
+                comp.append(k)
+        return True
+
+
+def _load(classes: set[int], rate: list[float], mult: list[int]) -> float:
+    """The bytes per second the flows of ``classes`` put on a link."""
+    return sum(rate[k] * mult[k] for k in classes)
