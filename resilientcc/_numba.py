@@ -38,12 +38,16 @@ def available() -> bool:
     return _load() is not None
 
 
-def compile_kernels(namespace: MutableMapping[str, Any], names: Sequence[str]) -> None:
+def compile_kernels(
+    namespace: MutableMapping[str, Any], names: Sequence[str], inline: Sequence[str] = ()
+) -> None:
     """Rebind ``namespace[name]`` to a numba dispatcher for every name (once), and
     ``namespace["numba"]`` to the module (for ``numba.objmode`` inside kernels).
 
-    Machine code is cached on disk; where no cache location is writable the kernels
-    compile in every process.
+    The kernels named in ``inline`` are inlined into their callers by numba (worth it
+    for helpers with many array arguments called in an inner loop: each array is passed
+    as several values). Machine code is cached on disk; where no cache location is
+    writable the kernels compile in every process.
     """
     if namespace.get("_kernels_compiled"):
         return
@@ -53,8 +57,9 @@ def compile_kernels(namespace: MutableMapping[str, Any], names: Sequence[str]) -
     namespace["numba"] = numba
     for name in names:
         fn = namespace[name]
+        how = "always" if name in inline else "never"
         try:
-            namespace[name] = numba.njit(cache=True)(fn)
+            namespace[name] = numba.njit(cache=True, inline=how)(fn)
         except RuntimeError:  # no writable cache location
-            namespace[name] = numba.njit(fn)
+            namespace[name] = numba.njit(inline=how)(fn)
     namespace["_kernels_compiled"] = True

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from resilientcc.schedules.ir import Schedule, Transfer, uniform_chunks
 from resilientcc.sim import Router, maxmin_rates, simulate
+from resilientcc.sim.flow import _dominated
 from resilientcc.sim.maxmin import waterfill
 from resilientcc.sim.sharing import Sharing
 from resilientcc.topology import fail_nics, hierarchical, switch_model
@@ -415,6 +416,32 @@ def test_sharing_leaves_out_only_classes_that_keep_their_rates() -> None:
     fourteen of which had to widen (so that branch is exercised, not just possible)."""
     runs = [_random_sharing_run(random.Random(seed)) for seed in range(300)]
     assert sum(sh.widened > 0 for sh in runs) >= 15
+
+
+def test_dominated_links_are_the_ones_that_always_fill_later() -> None:
+    """Link 1 carries a subset of link 0's routes and is wider: dominated. Links 2 and 3
+    carry the same routes at the same capacity: the higher index goes; link 2 stays,
+    narrower than link 0. Link 4 too, though it carries fewer routes than link 0."""
+    paths = [(0, 1, 2, 3), (0, 2, 3), (0, 4)]
+    cap = np.array([10.0, 12.0, 8.0, 8.0, 5.0])
+    assert sorted(_dominated(paths, cap)) == [1, 3]
+
+
+@settings(max_examples=200, deadline=None)
+@given(caps=LINK_CAPS, classes=flow_classes(1), flows=st.lists(st.integers(0, 3), min_size=8))
+def test_dropping_dominated_links_changes_no_rate(
+    caps: list[int], classes: list[tuple[int, list[int]]], flows: list[int]
+) -> None:
+    """Max-min rates over every link and over the undominated ones are the same."""
+    cap, links, fcap = sharing_case(caps, classes)
+    gone = set(_dominated(links, np.array(cap)))
+    kept = [tuple(x for x in ls if x not in gone) for ls in links]
+    assert all(kept)  # a route keeps a link: the one that dominates the others
+    active = [k for k in range(len(links)) if flows[k]]
+    mult = [flows[k] for k in active]
+    full = waterfill(mult, [fcap[k] for k in active], [links[k] for k in active], cap)
+    less = waterfill(mult, [fcap[k] for k in active], [kept[k] for k in active], cap)
+    assert less == pytest.approx(full, rel=1e-12)
 
 
 def _net(seq: list[tuple[bool, int]]) -> dict[int, int]:

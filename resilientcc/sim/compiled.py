@@ -923,6 +923,9 @@ _KERNELS = (
     "_fill_level",
     "_loop",
 )
+#: those inlined into ``_loop`` (called once per update or per link: 8-10 % faster at
+#: 1024 GPUs, against 2 s more to compile)
+_INLINE = ("_reach", "_widen", "_waterfill", "_fill_level")
 
 
 def run_compiled(
@@ -943,7 +946,7 @@ def run_compiled(
     global _progress_cb
     if not available():
         raise RuntimeError("the compiled simulator needs numba (pip install numba)")
-    _numba.compile_kernels(globals(), _KERNELS)
+    _numba.compile_kernels(globals(), _KERNELS, _INLINE)
     n = prep.n
     lat = np.zeros(n) if zero_latency else prep.rlat[prep.route].astype(float)
     tcls = prep.route_class[prep.route].astype(np.int64)

@@ -257,11 +257,15 @@ class _Prepared:
             last = np.concatenate([ck[1:] != ck[:-1], [True]])
             most = np.bincount(lk[order][last], weight[order][last], minlength=n_links)
         self.bindable = most > self.capacity * (1 + _BIND_RTOL)
+        bind = self.bindable.tolist()
+        for li in _dominated(
+            [tuple(li for li in path if bind[li]) for path in routes], self.capacity
+        ):
+            bind[li] = False
         cls_of: dict[tuple[tuple[int, ...], float], int] = {}
         route_class: list[int] = []
         self.class_links: list[tuple[int, ...]] = []
         self.class_cap: list[float] = []
-        bind = self.bindable.tolist()
         for r, path in enumerate(routes):
             bl = tuple(li for li in path if bind[li])
             if not bl:
@@ -275,6 +279,34 @@ class _Prepared:
                 self.class_cap.append(key[1])
             route_class.append(k)
         self.route_class = np.array(route_class, dtype=np.int64)
+
+
+def _dominated(paths: list[tuple[int, ...]], capacity: np.ndarray) -> list[int]:
+    """The links that another link always binds first, given the routes' candidate links.
+
+    Link ``a`` is dominated by ``b`` when every route crossing ``a`` crosses ``b`` and
+    ``a`` is at least as wide: at any moment ``a`` carries at most what ``b`` does with
+    at least its capacity, so ``b`` fills no later and ``a`` never sets a rate (equal
+    routes and capacity: the higher index is the dominated one). The relation has no
+    cycles, so every dominated link has an undominated one above it and all can go at
+    once; max-min rates are unchanged. On OptCC's clusters these are the PCIe links
+    between a GPU and the NIC only its flows use, about 40 % of the incidences.
+    """
+    users: dict[int, set[int]] = {}
+    for r, path in enumerate(paths):
+        for li in path:
+            users.setdefault(li, set()).add(r)
+    out = []
+    for a, ra in users.items():
+        cap_a = capacity[a]
+        for b in paths[next(iter(ra))]:
+            if b == a or capacity[b] > cap_a:
+                continue
+            rb = users[b]
+            if ra <= rb and (len(ra) < len(rb) or capacity[b] < cap_a or b < a):
+                out.append(a)
+                break
+    return out
 
 
 @dataclass

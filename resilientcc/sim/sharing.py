@@ -297,10 +297,15 @@ class Sharing:
         rates; returns whether any of them is at least ``lo`` (a slower class keeps its
         rate anyway), for :meth:`_widen` to check.
         """
-        classes, rate, cseen = self.lcls[li], self.rate, self.cseen
-        if _load(classes, rate, self.mult) < self.cap[li] * (1 - _SLACK_RTOL):
+        classes, rate, mult, cseen = self.lcls[li], self.rate, self.mult, self.cseen
+        load = top = 0.0
+        for k in classes:
+            r = rate[k]
+            load += r * mult[k]
+            if r > top and k not in joined:
+                top = r
+        if load < self.cap[li] * (1 - _SLACK_RTOL):
             return any(cseen[k] != ep and rate[k] >= lo for k in classes)
-        top = max((rate[k] for k in classes if k not in joined), default=0.0)
         top = max(top * (1 - _SLACK_RTOL), lo)
         kept = False
         for k in classes:
@@ -337,8 +342,3 @@ class Sharing:
                 self.cseen[k] = ep
                 comp.append(k)
         return True
-
-
-def _load(classes: set[int], rate: list[float], mult: list[int]) -> float:
-    """The bytes per second the flows of ``classes`` put on a link."""
-    return sum(rate[k] * mult[k] for k in classes)
