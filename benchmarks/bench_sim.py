@@ -17,8 +17,9 @@ numba event loop, ``python``: the reference loop; with ``-noskip``, recomputing 
 max-min updates in which every class's joins and leaves cancel, which they skip by
 default, ``flow.SKIP_CANCELLED``; with ``-noprune``, reaching every class at least as
 fast as the update's threshold, where by default they leave out those that the links
-they meet cannot bind, ``flow.PRUNE_SLACK``; ``-noskip-noprune`` is the loops before
-either), and the
+they meet cannot bind, ``flow.PRUNE_SLACK``; with ``-nodom``, keeping in every class
+the links that another of its links always fills first, ``flow.DROP_DOMINATED``;
+``-noskip-noprune-nodom`` is the loops before all three), and the
 last column is the first engine's speed-up over each (measured side by side, same
 schedule, same run). The
 compiled loop is compiled (or loaded from numba's cache) once before the table; that
@@ -99,12 +100,13 @@ def bench(
             loop, *offs = eng.split("-")
             flow.SKIP_CANCELLED = "noskip" not in offs
             flow.PRUNE_SLACK = "noprune" not in offs
+            flow.DROP_DOMINATED = "nodom" not in offs
             try:
                 wall, res = _time(
                     lambda s=sched, tp=topo, e=loop: simulate(s, tp, engine=e), repeat
                 )
             finally:
-                flow.SKIP_CANCELLED = flow.PRUNE_SLACK = True
+                flow.SKIP_CANCELLED = flow.PRUNE_SLACK = flow.DROP_DOMINATED = True
             if first is None:
                 first = wall
             print(
@@ -145,17 +147,17 @@ def main() -> None:
         "--engines",
         default="compiled,python",
         help="comma-separated simulator loops to time side by side: compiled or python,"
-        " each optionally with -noskip and/or -noprune (e.g. compiled-noskip-noprune)",
+        " each optionally with any of -noskip, -noprune, -nodom (e.g. compiled-noprune-nodom)",
     )
     ap.add_argument("--validate", action="store_true")
     a = ap.parse_args()
     engines = [e for e in a.engines.split(",") if e]
     for e in engines:
         loop, *offs = e.split("-")
-        if loop not in ("compiled", "python") or not set(offs) <= {"noskip", "noprune"}:
+        if loop not in ("compiled", "python") or not set(offs) <= {"noskip", "noprune", "nodom"}:
             ap.error(
                 f"--engines: unknown engine {e!r} (compiled or python, then optionally"
-                " -noskip and/or -noprune)"
+                " any of -noskip, -noprune, -nodom)"
             )
     if a.validate:
         validate()

@@ -103,6 +103,9 @@ SKIP_CANCELLED = True
 #: OptCC at 64-128 servers; False reaches every class at least as fast as the update's
 #: threshold (the loops before, for side-by-side benchmarks)
 PRUNE_SLACK = True
+#: leave out of every class the links that another of its links always fills first
+#: (see _dominated): exact, 1.3 x faster on OptCC at 128 servers; False keeps them
+DROP_DOMINATED = True
 
 _RTOL = 1e-10  # flows draining within this relative tolerance of each other finish together
 _BIND_RTOL = 1e-9  # a link binds only if its flows' private caps exceed its capacity by more
@@ -258,10 +261,11 @@ class _Prepared:
             most = np.bincount(lk[order][last], weight[order][last], minlength=n_links)
         self.bindable = most > self.capacity * (1 + _BIND_RTOL)
         bind = self.bindable.tolist()
-        for li in _dominated(
-            [tuple(li for li in path if bind[li]) for path in routes], self.capacity
-        ):
-            bind[li] = False
+        if DROP_DOMINATED:
+            for li in _dominated(
+                [tuple(li for li in path if bind[li]) for path in routes], self.capacity
+            ):
+                bind[li] = False
         cls_of: dict[tuple[tuple[int, ...], float], int] = {}
         route_class: list[int] = []
         self.class_links: list[tuple[int, ...]] = []
