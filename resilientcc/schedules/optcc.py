@@ -184,7 +184,7 @@ SCALED_PIECES = 32
 #: pieces 1.304 / 1.234 × (152,128 / 304,256, 62 / 140 s with the Python loop)
 HALVING_MIN_SERVERS = 64
 #: the pieces of the cut-down ring from :data:`HALVING_MIN_SERVERS` servers on (1024 GPUs:
-#: 647,552 transfers, 1.234 × the bound, about 9 s to generate and 25 s to simulate)
+#: 647,552 transfers, 1.234 × the bound, about 9 s to generate and 8-9 s to simulate)
 HALVING_PIECES = 16
 
 #: :func:`alike_view` gives up at most this fraction of the water-filling time to see
