@@ -17,7 +17,7 @@ numba event loop, ``python``: the reference loop; with ``-noskip``, recomputing 
 max-min updates in which every class's joins and leaves cancel, which they skip by
 default, ``flow.SKIP_CANCELLED``; with ``-noprune``, reaching every class at least as
 fast as the update's threshold, where by default they leave out those that the links
-they meet cannot bind, ``flow.PRUNE_SLACK``; with ``-nodom``, keeping in every class
+they meet cannot bind, ``flow.LEAVE_OUT``; with ``-nodom``, keeping in every class
 the links that another of its links always fills first, ``flow.DROP_DOMINATED``;
 ``-noskip-noprune-nodom`` is the loops before all three), and the
 last column is the first engine's speed-up over each (measured side by side, same
@@ -101,14 +101,14 @@ def bench(
         for eng in engines:
             loop, *offs = eng.split("-")
             flow.SKIP_CANCELLED = "noskip" not in offs
-            flow.PRUNE_SLACK = "noprune" not in offs
+            flow.LEAVE_OUT = "noprune" not in offs
             flow.DROP_DOMINATED = "nodom" not in offs
             try:
                 wall, res = _time(
                     lambda s=sched, tp=topo, e=loop: simulate(s, tp, engine=e), repeat
                 )
             finally:
-                flow.SKIP_CANCELLED = flow.PRUNE_SLACK = flow.DROP_DOMINATED = True
+                flow.SKIP_CANCELLED = flow.LEAVE_OUT = flow.DROP_DOMINATED = True
             if first is None:
                 first = wall
             print(

@@ -112,7 +112,7 @@ def test_large_pipelined_optcc_runs_the_same_in_both_loops() -> None:
     ("switch", "counter", "least"),
     [
         ("SKIP_CANCELLED", "skipped", 1 / 20),
-        ("PRUNE_SLACK", "kept", 1 / 20),
+        ("LEAVE_OUT", "kept", 1 / 20),
         ("DROP_DOMINATED", None, 0.0),
     ],
     ids=["skip", "prune", "dominated"],

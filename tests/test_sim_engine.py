@@ -334,7 +334,7 @@ def test_sharing_skips_updates_whose_joins_and_leaves_cancel(
 
 def _pair(links: list[tuple[int, ...]], fcap: list[float], cap: list[float]) -> list[Sharing]:
     """A Sharing that leaves classes out of updates, and one that does not."""
-    return [Sharing(links, fcap, cap, 1e-9), Sharing(links, fcap, cap, 1e-9, prune_slack=False)]
+    return [Sharing(links, fcap, cap, 1e-9), Sharing(links, fcap, cap, 1e-9, leave_out=False)]
 
 
 @pytest.mark.parametrize(

@@ -435,7 +435,7 @@ def _loop(  # type: ignore[no-untyped-def]
     progress_every,
     drain_rtol,
     skip_cancelled,
-    prune_slack,
+    leave_out,
     start_t,
     txend_t,
     end_t,
@@ -628,9 +628,9 @@ def _loop(  # type: ignore[no-untyped-def]
                 seedflag[seeds[s]] = False
             # first leaving out links with slack and slow classes on full links (widening
             # where that proves wrong, up to _MAX_WIDEN times), then, failing that, not
-            for attempt in range(2 if prune_slack else 1):
+            for attempt in range(2 if leave_out else 1):
                 ep += 1
-                slack_ok = attempt == 0 and prune_slack
+                omitting = attempt == 0 and leave_out
                 ncomp = 0
                 for s in range(nseeds):
                     li = seeds[s]
@@ -660,11 +660,11 @@ def _loop(  # type: ignore[no-untyped-def]
                             if rseen[li] == ep:
                                 continue
                             rseen[li] = ep
-                            if slack_ok or lmax[li] < lo:  # its sum minus comp's, below
+                            if omitting or lmax[li] < lo:  # its sum minus comp's, below
                                 lshort[li] = ep
                                 shortl[nshort] = li
                                 nshort += 1
-                                if slack_ok and lmax[li] >= lo:
+                                if omitting and lmax[li] >= lo:
                                     ncomp, kept = _reach(
                                         li,
                                         lo,
@@ -936,7 +936,7 @@ def run_compiled(
     bind_rtol: float,
     drain_rtol: float,
     skip_cancelled: bool = True,
-    prune_slack: bool = True,
+    leave_out: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Run the compiled loop on a ``flow._Prepared``.
 
@@ -990,7 +990,7 @@ def run_compiled(
             progress_every if progress is not None else 0,
             drain_rtol,
             skip_cancelled,
-            prune_slack,
+            leave_out,
             start,
             txend,
             end,

@@ -102,7 +102,7 @@ SKIP_CANCELLED = True
 #: where the new rates prove that wrong (see sim.sharing): exact, about 2 x faster on
 #: OptCC at 64-128 servers; False reaches every class at least as fast as the update's
 #: threshold (the loops before, for side-by-side benchmarks)
-PRUNE_SLACK = True
+LEAVE_OUT = True
 #: leave out of every class the links that another of its links always fills first
 #: (see _dominated): exact, 1.3 x faster on OptCC at 128 servers; False keeps them
 DROP_DOMINATED = True
@@ -350,7 +350,7 @@ def _run(
         prep.capacity.tolist(),
         _BIND_RTOL,
         SKIP_CANCELLED,
-        PRUNE_SLACK,
+        LEAVE_OUT,
     )
     crate = sharing.rate
     members: list[set[int]] = [set() for _ in prep.class_links]
@@ -538,7 +538,7 @@ def _run_engine(
         _BIND_RTOL,
         _RTOL,
         SKIP_CANCELLED,
-        PRUNE_SLACK,
+        LEAVE_OUT,
     )
     return _finish(prep, start, txend, end, lat, remdeps, events)
 

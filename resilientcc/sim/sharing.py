@@ -38,7 +38,7 @@ top of a full link. The classes it meets but leaves out keep their rates and onl
 their share off the links they cross. If the new rates fill a link below a class it
 left out there, the update *widens*: that link's classes are added and the water-filling
 runs again (after ``_MAX_WIDEN`` times, the update is redone reaching every class at
-least as fast as ``xstar`` over candidate links). ``prune_slack=False`` always does
+least as fast as ``xstar`` over candidate links). ``leave_out=False`` always does
 that.
 """
 
@@ -67,7 +67,7 @@ class Sharing:
             this (relative) is treated as unable to bind.
         skip_cancelled: skip an update in which every class's joins and leaves cancel
             (exact; False recomputes it, for comparison).
-        prune_slack: leave out of an update the classes that a link cannot bind (all,
+        leave_out: leave out of an update the classes that a link cannot bind (all,
             where it had slack; those slower than its fastest, where it was full),
             adding them back where that proves wrong (exact; False recomputes them).
 
@@ -92,7 +92,7 @@ class Sharing:
         capacity: list[float],
         bind_rtol: float,
         skip_cancelled: bool = True,
-        prune_slack: bool = True,
+        leave_out: bool = True,
     ) -> None:
         n_links, n_cls = len(capacity), len(class_links)
         self.clinks = class_links
@@ -122,7 +122,7 @@ class Sharing:
         self.skipped = 0  # updates skipped so far
         # leave out of updates the classes that links with slack, or full links they are
         # slower than, cannot bind
-        self.prune_slack = prune_slack
+        self.leave_out = leave_out
         self.kept = 0  # links on which an update left out classes at least xstar
         self.widened = 0  # times an update added classes it had left out
         self.redone = 0  # updates redone in full, having widened too often
@@ -208,7 +208,7 @@ class Sharing:
         lo = xstar * (1 - _KEEP_RTOL) if xstar < math.inf else -1.0
         seeds = list(self.seeds)
         self.seeds.clear()
-        if self.prune_slack:
+        if self.leave_out:
             pruned = self._recompute(seeds, joined, lo, True)
             if pruned is not None:
                 return pruned
@@ -218,10 +218,10 @@ class Sharing:
         return full
 
     def _recompute(
-        self, seeds: list[int], joined: set[int], lo: float, slack_ok: bool
+        self, seeds: list[int], joined: set[int], lo: float, omitting: bool
     ) -> list[tuple[int, float]] | None:
         """One try of :meth:`update`: the changed rates, or None (nothing changed) if it
-        widened more than ``_MAX_WIDEN`` times, leaving out classes (``slack_ok``)."""
+        widened more than ``_MAX_WIDEN`` times, leaving out classes (``omitting``)."""
         cap, hot, clinks = self.cap, self.hot, self.clinks
         lcls, crate, mult, cseen = self.lcls, self.rate, self.mult, self.cseen
         self.epoch += 1
@@ -247,7 +247,7 @@ class Sharing:
                     hl.append(li)
                     if li in residual:
                         continue
-                    if slack_ok:
+                    if omitting:
                         residual[li] = 0.0  # set below
                         short.append(li)
                         if self._reach(li, lo, joined, ep, comp):
