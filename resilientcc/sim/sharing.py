@@ -297,24 +297,25 @@ class Sharing:
         rates; returns whether any of them is at least ``lo`` (a slower class keeps its
         rate anyway), for :meth:`_widen` to check.
         """
-        classes, rate, mult, cseen = self.lcls[li], self.rate, self.mult, self.cseen
+        rate, mult, cseen = self.rate, self.mult, self.cseen
         load = top = 0.0
-        for k in classes:
+        fast = []  # the classes not in comp at least lo: the ones it may add
+        for k in self.lcls[li]:
             r = rate[k]
             load += r * mult[k]
             if r > top and k not in joined:
                 top = r
+            if r >= lo and cseen[k] != ep:
+                fast.append(k)
         if load < self.cap[li] * (1 - _SLACK_RTOL):
-            return any(cseen[k] != ep and rate[k] >= lo for k in classes)
+            return bool(fast)
         top = max(top * (1 - _SLACK_RTOL), lo)
         kept = False
-        for k in classes:
-            if cseen[k] == ep:
-                continue
+        for k in fast:
             if rate[k] >= top:
                 cseen[k] = ep
                 comp.append(k)
-            elif rate[k] >= lo:
+            else:
                 kept = True
         return kept
 
