@@ -37,7 +37,12 @@ Data layout (all ``int64`` / ``float64`` arrays):
 * per class, ``cdelta`` (flows gained since the last update, net) for the classes in
   ``ctouch``: when all are zero (``skip_cancelled``) no rate can change and the update
   is skipped, as in :class:`~resilientcc.sim.sharing.Sharing`; a class that emptied in
-  between gets back its rate (``srate``) and its share of ``lused``.
+  between gets back its rate (``srate``) and its share of ``lused``;
+* per update (with ``leave_out``, as in :class:`~resilientcc.sim.sharing.Sharing`):
+  ``cidx``, each recomputed class's place in ``comp``, and ``keepl``, the links on
+  which :func:`_reach` left classes out, for :func:`_widen` to check; every link an
+  update reaches is then *short* (its residual is its ``lused`` minus the recomputed
+  classes' share, taken once ``comp`` is complete, and again after each widening).
 """
 
 from __future__ import annotations
@@ -326,8 +331,8 @@ def _reach(
 
 
 def _widen(
-    slackl,
-    nslack,
+    keepl,
+    nkeep,
     lo,
     res,
     cap,
@@ -343,7 +348,7 @@ def _widen(
     crate,
     rate,
 ):  # type: ignore[no-untyped-def]
-    """Check the links that kept classes (``slackl[:nslack]``); ``(nslack, ncomp)``.
+    """Check the links that kept classes (``keepl[:nkeep]``); ``(nkeep, ncomp)``.
 
     The new rates (``rate[cidx[k]]`` for the recomputed classes, ``cseen[k] == ep``)
     stand unless they fill such a link (``res``, what the water-filling left of it, is
@@ -353,10 +358,10 @@ def _widen(
     is sound once no class was added. See :meth:`resilientcc.sim.sharing.Sharing.update`.
     """
     n = 0
-    for a in range(nslack):
-        li = slackl[a]
+    for a in range(nkeep):
+        li = keepl[a]
         if res[li] > cap[li] * _FULL_RTOL:
-            slackl[n] = li
+            keepl[n] = li
             n += 1
             continue
         kept = 0.0
@@ -370,7 +375,7 @@ def _widen(
             elif crate[k] > kept:
                 kept = crate[k]
         if kept <= level * (1 + _KEEP_RTOL):
-            slackl[n] = li
+            keepl[n] = li
             n += 1
             continue
         for p in range(lptr[li], lptr[li] + lnact[li]):
@@ -482,7 +487,7 @@ def _loop(  # type: ignore[no-untyped-def]
     wi = np.zeros(5 * n_links + lptr[n_links] + 2 * n_cls + 2, dtype=np.int64)
     comp = np.empty(max(n_cls, 1), dtype=np.int64)
     cidx = np.zeros(max(n_cls, 1), dtype=np.int64)  # each class's place in comp
-    slackl = np.empty(max(n_links, 1), dtype=np.int64)  # the links left out for slack
+    keepl = np.empty(max(n_links, 1), dtype=np.int64)  # links that kept classes out: checked
     hptr = np.zeros(max(n_cls, 1) + 1, dtype=np.int64)
     hlk = np.empty(max(clptr[n_cls], 1), dtype=np.int64)
     wrate = np.empty(max(n_cls, 1))
@@ -642,7 +647,7 @@ def _loop(  # type: ignore[no-untyped-def]
                             cidx[k] = ncomp
                             comp[ncomp] = k
                             ncomp += 1
-                nslack = 0
+                nkeep = 0
                 nh = 0
                 nshort = 0
                 idx = 0
@@ -686,8 +691,8 @@ def _loop(  # type: ignore[no-untyped-def]
                                         lmax,
                                     )
                                     if kept:
-                                        slackl[nslack] = li
-                                        nslack += 1
+                                        keepl[nkeep] = li
+                                        nkeep += 1
                                 continue
                             used = 0.0
                             tot = 0.0
@@ -732,10 +737,10 @@ def _loop(  # type: ignore[no-untyped-def]
                     wep += 1
                     _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, lptr, ws, wi, wep, wrate)
                     idx = ncomp
-                    if nslack:
-                        nslack, ncomp = _widen(
-                            slackl,
-                            nslack,
+                    if nkeep:
+                        nkeep, ncomp = _widen(
+                            keepl,
+                            nkeep,
                             lo,
                             ws,
                             cap,
