@@ -357,6 +357,7 @@ def _pair(links: list[tuple[int, ...]], fcap: list[float], cap: list[float]) -> 
     ],
     ids=["link with slack", "full link"],
 )
+@pytest.mark.parametrize("max_widen", [8, 0], ids=["widen", "redo"])
 def test_sharing_widens_where_a_link_binds_a_class_it_left_out(
     links: list[tuple[int, ...]],
     fcap: list[float],
@@ -364,9 +365,15 @@ def test_sharing_widens_where_a_link_binds_a_class_it_left_out(
     start: list[int],
     leave: list[int],
     want: list[float | None],
+    max_widen: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A class that an update left out (on a link with slack, or slower than the top of a
-    full link) is added back when the new rates fill that link below its rate."""
+    full link) is added back when the new rates fill that link below its rate; allowed
+    no widening, the update is redone leaving nothing out, with the same rates."""
+    import resilientcc.sim.sharing as sharing
+
+    monkeypatch.setattr(sharing, "_MAX_WIDEN", max_widen)
     sh, ref = _pair(links, fcap, cap)
     for s in (sh, ref):
         for k, m in enumerate(start):
@@ -376,7 +383,7 @@ def test_sharing_widens_where_a_link_binds_a_class_it_left_out(
         for k in leave:
             s.leave(k)
         s.update()
-    assert (sh.widened, sh.redone, ref.widened) == (1, 0, 0)
+    assert (sh.widened, sh.redone, ref.widened) == (1, int(max_widen == 0), 0)
     for k, w in enumerate(want):
         if w is not None:
             assert sh.rate[k] == pytest.approx(w, rel=1e-12)
