@@ -42,7 +42,7 @@ Data layout (all ``int64`` / ``float64`` arrays):
   ``cidx``, each recomputed class's place in ``comp``, and ``keepl``, the links on
   which :func:`_reach` left classes out, for :func:`_widen` to check; every link an
   update reaches is then *short* (its residual is its ``lused`` minus the recomputed
-  classes' share, taken once ``comp`` is complete, and again after each widening).
+  classes' share, summed once ``comp`` is complete and topped up after each widening).
 """
 
 from __future__ import annotations
@@ -650,6 +650,7 @@ def _loop(  # type: ignore[no-untyped-def]
                 nkeep = 0
                 nh = 0
                 nshort = 0
+                nsub = 0  # the classes of comp already in lsub
                 idx = 0
                 widen = 0
                 while True:
@@ -667,6 +668,7 @@ def _loop(  # type: ignore[no-untyped-def]
                             rseen[li] = ep
                             if omitting or lmax[li] < lo:  # its sum minus comp's, below
                                 lshort[li] = ep
+                                lsub[li] = 0.0
                                 shortl[nshort] = li
                                 nshort += 1
                                 if omitting and lmax[li] >= lo:
@@ -719,9 +721,9 @@ def _loop(  # type: ignore[no-untyped-def]
                         idx += 1
                     hptr[ncomp] = nh
                     if nshort:
-                        for a in range(nshort):
-                            lsub[shortl[a]] = 0.0
-                        for idx in range(ncomp):
+                        # comp's share of each short link: the classes added since the last
+                        # water-filling (a link first reached now has only those)
+                        for idx in range(nsub, ncomp):
                             k = comp[idx]
                             x = crate[k] * mult[k]
                             for e in range(hptr[idx], hptr[idx + 1]):
@@ -734,6 +736,7 @@ def _loop(  # type: ignore[no-untyped-def]
                             if used < 0.0:
                                 used = 0.0
                             resid[li] = cap[li] - used if cap[li] > used else 0.0
+                    nsub = ncomp
                     wep += 1
                     _waterfill(comp, ncomp, hptr, hlk, resid, mult, ccap, lptr, ws, wi, wep, wrate)
                     idx = ncomp

@@ -259,19 +259,17 @@ class _Prepared:
             ck = (pc[owner] * n_links + lk)[order]
             last = np.concatenate([ck[1:] != ck[:-1], [True]])
             most = np.bincount(lk[order][last], weight[order][last], minlength=n_links)
-        self.bindable = most > self.capacity * (1 + _BIND_RTOL)
-        bind = self.bindable.tolist()
+        bind = (most > self.capacity * (1 + _BIND_RTOL)).tolist()
+        paths = [tuple(li for li in path if bind[li]) for path in routes]
         if DROP_DOMINATED:
-            for li in _dominated(
-                [tuple(li for li in path if bind[li]) for path in routes], self.capacity
-            ):
-                bind[li] = False
+            gone = set(_dominated(paths, self.capacity))
+            if gone:
+                paths = [tuple(li for li in bl if li not in gone) for bl in paths]
         cls_of: dict[tuple[tuple[int, ...], float], int] = {}
         route_class: list[int] = []
         self.class_links: list[tuple[int, ...]] = []
         self.class_cap: list[float] = []
-        for r, path in enumerate(routes):
-            bl = tuple(li for li in path if bind[li])
+        for r, bl in enumerate(paths):
             if not bl:
                 route_class.append(-1)
                 continue
