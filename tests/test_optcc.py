@@ -13,7 +13,7 @@ from resilientcc.schedules.direct import default_pieces, piece_weights, rail_wei
 from resilientcc.schedules.optcc import PIPELINE_MAX_SERVERS, balanced_shares, optcc
 from resilientcc.schedules.r2cc import r2cc_allreduce, r2cc_model
 from resilientcc.schedules.ring import ring
-from resilientcc.topology import fail_nics, hierarchical, uniform_switch
+from resilientcc.topology import apply_fail_specs, fail_nics, hierarchical, uniform_switch
 
 M = Fraction(2**30)
 
@@ -312,3 +312,27 @@ def test_bad_pieces_is_a_schedule_error(servers, lost, pieces):
 
     with pytest.raises(ScheduleError, match="pieces must be a positive integer"):
         optcc(fail_nics(hierarchical(servers, 4), 0, lost), M, pieces=pieces)
+
+
+# One row per line of the "Which variant runs where" table in docs/schedules.md.
+VARIANT_TABLE = [
+    (4, 8, "none", "pipelined hierarchical"),
+    (9, 8, "none", "ring (no degraded server)"),
+    (6, 8, "0:1", "pipelined hierarchical"),
+    (7, 8, "0:1", "hierarchical ring"),
+    (4, 8, "0:4", "hierarchical ring"),
+    (9, 8, "0:1+1:1", "pipelined hierarchical"),
+    (9, 5, "0:1", "weighted ring"),
+    (4, 4, "0:1", "rings + decoupled direct"),
+    (4, 4, "0:2", "direct"),
+    (4, 8, "0:1+1:x1/2", "direct"),
+]
+
+
+@pytest.mark.parametrize(("servers", "nics", "fail", "variant"), VARIANT_TABLE)
+def test_the_documented_variant_runs_by_default(servers, nics, fail, variant):
+    """The variant ``optcc`` picks on each kind of cluster is the one the docs' table names."""
+    topo = hierarchical(servers, 8, nics_per_server=nics)
+    if fail != "none":
+        topo = apply_fail_specs(topo, fail.split("+"))
+    assert optcc(topo, Fraction(2**23), check=False).meta_get("variant") == variant
