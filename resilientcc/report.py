@@ -6,8 +6,9 @@ and compares each time with the LP lower bound and with the fault-free ring (sim
 NCCL ring on the same cluster without failures) and the fault-free bound. Every time
 comes with its latency part (the difference to the same simulation with zero latencies),
 so the table shows how much of a gap to the bound is latency.
-:func:`write_report` writes the table as JSON and Markdown and plots overhead against
-bandwidth loss. Work runs in a process pool (simulations are independent).
+:func:`write_report` writes the table as JSON and Markdown, a compact headline
+(:func:`rows_to_headline`) and a plot of overhead against bandwidth loss. Work runs in a
+process pool (simulations are independent).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "FileCache",
     "Row",
     "flagship",
+    "rows_to_headline",
     "rows_to_markdown",
     "write_report",
 ]
@@ -260,6 +262,45 @@ def rows_to_markdown(rows: Sequence[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _size_text(size: int) -> str:
+    return f"{size / 2**30:g} GiB" if size >= 2**30 else f"{size / 2**20:g} MiB"
+
+
+_NAMES = {"balance": "Balance", "r2cc_allreduce": "R2CC-AllReduce", "optcc": "OptCC"}
+
+
+def rows_to_headline(rows: Sequence[Row]) -> str:
+    """A compact Markdown table: the bound, the fault-free ring, and OptCC against both.
+
+    One line per row: the LP bound and the fault-free ring in ms, then Balance,
+    R2CC-AllReduce and OptCC (those of them in the rows) as multiples of the fault-free
+    ring, the best of them in bold, and OptCC over the bound.
+    """
+    algos = [a for a in _NAMES if rows and a in rows[0].times_s]
+    if not algos:
+        return ""
+    head = ["cluster", "NICs lost", "size", "LP bound", "fault-free ring"]
+    head += [f"{_NAMES[a]} / ff ring" for a in algos]
+    head += ["OptCC / bound"] if "optcc" in algos else []
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        best = min(algos, key=r.over_ring)
+        cells = [
+            f"{r.servers} × {GPUS} GPUs",
+            f"{r.nics_lost} of {NICS}",
+            _size_text(r.size_bytes),
+            f"{r.bound_s * 1e3:.3f} ms",
+            f"{r.fault_free_ring_s * 1e3:.3f} ms",
+        ]
+        for a in algos:
+            cell = f"{r.over_ring(a):.3f}"
+            cells.append(f"**{cell}**" if a == best else cell)
+        if "optcc" in algos:
+            cells.append(f"{r.over_bound('optcc'):.3f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _plot(rows: Sequence[Row], path: Path) -> None:
     import matplotlib
 
@@ -305,13 +346,26 @@ def _plot(rows: Sequence[Row], path: Path) -> None:
     os.replace(tmp, path)
 
 
-def write_report(rows: Sequence[Row], out: str | os.PathLike[str]) -> dict[str, Path]:
-    """Write ``table.json``, ``table.md`` and ``overhead.png`` into ``out``; returns the paths."""
+def write_report(
+    rows: Sequence[Row], out: str | os.PathLike[str], *, suffix: str = "", headline: bool = True
+) -> dict[str, Path]:
+    """Write ``table.json``, ``table.md``, ``headline.md`` and ``overhead.png`` into ``out``.
+
+    Returns the paths. With ``suffix`` the names get it before the extension
+    (``table-n4.md``); without ``headline`` there is no ``headline.md``.
+    """
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
-    paths = {"json": d / "table.json", "markdown": d / "table.md", "plot": d / "overhead.png"}
+    paths = {
+        "json": d / f"table{suffix}.json",
+        "markdown": d / f"table{suffix}.md",
+        "plot": d / f"overhead{suffix}.png",
+    }
     atomic_write_text(paths["json"], json.dumps([asdict(r) for r in rows], indent=2) + "\n")
     atomic_write_text(paths["markdown"], rows_to_markdown(rows))
+    if headline:
+        paths["headline"] = d / f"headline{suffix}.md"
+        atomic_write_text(paths["headline"], rows_to_headline(rows))
     if rows:
         _plot(rows, paths["plot"])
     return paths

@@ -130,6 +130,8 @@ def test_report_writes_table_and_plot(tmp_path, monkeypatch):
     assert len(table) == 6 and table[0]["times_s"]["optcc"] == 1.1e-3
     assert "optcc/ff ring" in (tmp_path / "rep" / "table.md").read_text()
     assert "| 4 | 1/8 | 1024 MiB |" in r.output
+    headline = (tmp_path / "rep" / "headline.md").read_text()
+    assert headline in r.output and "| 4 × 8 GPUs | 1 of 8 | 1 GiB |" in headline
 
 
 def test_markdown_ratios():

@@ -57,3 +57,50 @@ def test_reproduce_small_case(tmp_path, capsys):
     assert len(cache) == 10  # a time and its latency part per simulation
     assert mod.main(args) == 0
     assert "simulations" in capsys.readouterr().err
+
+
+def test_headline_marks_the_fastest_and_divides_by_the_right_times():
+    """Known answer: ratios to the fault-free ring, the smallest in bold, OptCC over the bound."""
+    from resilientcc.report import Row, rows_to_headline
+
+    row = Row(
+        servers=4,
+        nics_lost=2,
+        size_bytes=2**30,
+        beta=0.75,
+        bound_s=0.004,
+        fault_free_ring_s=0.005,
+        fault_free_ring_formula_s=0.005,
+        fault_free_bound_s=0.004,
+        times_s={"ring": 0.010, "balance": 0.006, "r2cc_allreduce": 0.0055, "optcc": 0.0044},
+    )
+    lines = rows_to_headline([row]).splitlines()
+    assert lines[0].count("|") == 10  # 9 columns: no column for the plain ring
+    assert lines[2] == (
+        "| 4 × 8 GPUs | 2 of 8 | 1 GiB | 4.000 ms | 5.000 ms | 1.200 | 1.100 | **0.880** | 1.100 |"
+    )
+    slower = Row(**{**row.__dict__, "times_s": {**row.times_s, "optcc": 0.0060}})
+    assert "**1.100**" in rows_to_headline([slower])  # R2CC is then the fastest
+
+
+def _cells(path: Path) -> list[list[str]]:
+    lines = path.read_text().splitlines()
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:] if ln.startswith("|")]
+
+
+def test_docs_headline_agrees_with_the_docs_tables():
+    """``headline.md`` (home page) and ``table-nN.md`` (Reproducing) come from the same runs."""
+    docs = Path(__file__).resolve().parents[1] / "docs_src" / "reproduce"
+    full = {}
+    for n in (4, 8, 16):
+        for c in _cells(docs / f"table-n{n}.md"):
+            # servers, lost, size -> (optcc/ff ring, optcc/bound)
+            full[(c[0], c[1].split("/")[0], c[2])] = (c[12], c[16])
+    head = _cells(docs / "headline.md")
+    assert len(head) == len(full) == 12
+    for c in head:
+        size = "1024 MiB" if c[2] == "1 GiB" else c[2]
+        key = (c[0].split(" ")[0], c[1].split(" ")[0], size)
+        assert (c[7].strip("*"), c[8]) == full[key]
+    index = (docs.parents[1] / "docs" / "index.md").read_text()
+    assert '--8<-- "docs_src/reproduce/headline.md"' in index

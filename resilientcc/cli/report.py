@@ -28,7 +28,10 @@ def _ints(text: str, what: str) -> list[int]:
 @handle_errors
 def report(
     out: Annotated[
-        Path, typer.Option("--out", help="Directory for table.json, table.md, overhead.png.")
+        Path,
+        typer.Option(
+            "--out", help="Directory for table.json, table.md, headline.md, overhead.png."
+        ),
     ] = Path("rcc-report"),
     servers: Annotated[
         str, typer.Option("--servers", help="Server counts, comma-separated.")
@@ -59,7 +62,13 @@ def report(
     hour or more); --quick does 4 servers in about 12 s. Simulated times are cached in
     OUT/cache.json, so an interrupted run resumes.
     """
-    from resilientcc.report import FileCache, flagship, rows_to_markdown, write_report
+    from resilientcc.report import (
+        FileCache,
+        flagship,
+        rows_to_headline,
+        rows_to_markdown,
+        write_report,
+    )
 
     srv = [4] if quick else _ints(servers, "--servers")
     ks = _ints(lost, "--lost")
@@ -78,4 +87,6 @@ def report(
     rows = flagship(srv, ks, szs, workers=workers or None, progress=say, cache=cache)
     paths = write_report(rows, out)
     typer.echo(rows_to_markdown(rows))
-    typer.echo(f"wrote {paths['json']}, {paths['markdown']}, {paths['plot']}")
+    typer.echo("In short (Balance, R2CC and OptCC × the fault-free ring, the fastest in bold):")
+    typer.echo(rows_to_headline(rows))
+    typer.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
