@@ -41,7 +41,7 @@ def report(
     ] = "1,2,4",
     sizes: Annotated[str, typer.Option("--sizes", help="Message sizes, comma-separated.")] = "1GiB",
     quick: Annotated[
-        bool, typer.Option("--quick", help="4 servers only (about 12 s on 2 cores).")
+        bool, typer.Option("--quick", help="4 servers only (about 15 s on 2 cores).")
     ] = False,
     workers: Annotated[
         int, typer.Option("--workers", help="Processes (default: CPUs, at most 4).")
@@ -59,7 +59,7 @@ def report(
     full grid (4, 8, 16 servers) took under 3 minutes on 2 cores with the compiled
     simulator, every schedule checked exactly before it is simulated (OptCC's 8- and
     16-server schedules have up to 6.6M transfers; with the Python loop the grid takes an
-    hour or more); --quick does 4 servers in about 12 s. Simulated times are cached in
+    hour or more); --quick does 4 servers in about 15 s. Simulated times are cached in
     OUT/cache.json, so an interrupted run resumes.
     """
     from resilientcc.report import (
