@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from resilientcc.topology.io import atomic_write_text
+from resilientcc.units import format_size
 
 __all__ = [
     "ALGORITHMS",
@@ -262,10 +263,6 @@ def rows_to_markdown(rows: Sequence[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _size_text(size: int) -> str:
-    return f"{size / 2**30:g} GiB" if size >= 2**30 else f"{size / 2**20:g} MiB"
-
-
 _NAMES = {"balance": "Balance", "r2cc_allreduce": "R2CC-AllReduce", "optcc": "OptCC"}
 
 
@@ -288,7 +285,7 @@ def rows_to_headline(rows: Sequence[Row]) -> str:
         cells = [
             f"{r.servers} × {GPUS} GPUs",
             f"{r.nics_lost} of {NICS}",
-            _size_text(r.size_bytes),
+            format_size(r.size_bytes),
             f"{r.bound_s * 1e3:.3f} ms",
             f"{r.fault_free_ring_s * 1e3:.3f} ms",
         ]
