@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lost", default="1,2,4")
     ap.add_argument("--sizes", default="1GiB,256MiB")
     ap.add_argument("--algorithms", default="ring,balance,r2cc_allreduce,optcc")
-    ap.add_argument("--out", default="docs_src/reproduce")
+    ap.add_argument("--out", default=str(ROOT / "docs_src" / "reproduce"))
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--redo", action="append", default=[], help="recompute this algorithm")
     ap.add_argument(
