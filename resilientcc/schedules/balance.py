@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from resilientcc._gc import gc_paused
 from resilientcc.errors import InputError
 from resilientcc.schedules.ir import Schedule
 from resilientcc.schedules.ring import (
@@ -178,6 +179,7 @@ def balance_rings(topology: Topology) -> BalanceRings:
     return BalanceRings(tuple(weights), tuple(tuple(o) for o in orders), channel_of)
 
 
+@gc_paused
 def balance(topology: Topology, size: Fraction, *, check: bool = True, **options: Any) -> Schedule:
     """R2CCL's Balance AllReduce: the flat ring, each hop split over NICs by bandwidth.
 

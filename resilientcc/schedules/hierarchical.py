@@ -17,6 +17,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from resilientcc._gc import gc_paused
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules._build import Builder, generator_args, server_view
 from resilientcc.schedules.ir import Schedule
@@ -25,6 +26,7 @@ from resilientcc.topology.model import Topology
 __all__ = ["hierarchical"]
 
 
+@gc_paused
 def hierarchical(
     topology: Topology, size: Fraction, *, check: bool = True, **options: Any
 ) -> Schedule:

@@ -99,6 +99,7 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
+from resilientcc._gc import gc_paused
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules._build import (
     Builder,
@@ -565,6 +566,7 @@ def _ring_split(
     return plan, k
 
 
+@gc_paused
 def optcc(
     topology: Topology,
     size: Fraction,

@@ -22,6 +22,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from resilientcc._gc import gc_paused
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules._build import (
     Builder,
@@ -48,6 +49,7 @@ def r2cc_model(n: int, x: Fraction) -> Fraction:
     return 1 + Fraction(n) * x / (2 * (n - 1) * (1 - x))
 
 
+@gc_paused
 def r2cc_allreduce(
     topology: Topology,
     size: Fraction,

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from resilientcc._gc import gc_paused
 from resilientcc.errors import InputError
 from resilientcc.schedules import executor
 from resilientcc.schedules.ir import COPY, REDUCE, Chunk, Schedule, Transfer
@@ -273,6 +274,7 @@ def ring_allreduce(
     )
 
 
+@gc_paused
 def ring(
     topology: Topology,
     size: Fraction,

@@ -20,6 +20,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from resilientcc._gc import gc_paused
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules.ir import Chunk, Schedule, Transfer
 from resilientcc.topology.io import atomic_write_text
@@ -144,6 +145,7 @@ def schedule_from_dict(data: Any, where: str = "schedule") -> Schedule:
         raise ScheduleError(f"{where}: {e}") from None
 
 
+@gc_paused
 def load_schedule(path: str | os.PathLike[str]) -> Schedule:
     """Read a schedule JSON file; errors name the file and the entry."""
     p = Path(path)
@@ -160,6 +162,7 @@ def load_schedule(path: str | os.PathLike[str]) -> Schedule:
     return schedule_from_dict(data, str(p))
 
 
+@gc_paused
 def save_schedule(s: Schedule, path: str | os.PathLike[str]) -> None:
     """Write a schedule as JSON, atomically."""
     atomic_write_text(path, json.dumps(schedule_to_dict(s), separators=(",", ":")) + "\n")
