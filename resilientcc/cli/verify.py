@@ -25,7 +25,7 @@ EXIT_CODES = {"proved": 0, "violated": 1, "unknown": 3}
 @app.command("verify")
 @handle_errors
 def verify_command(
-    file: Annotated[Path, typer.Argument(help="Schedule JSON file (rcc synth --out).")],
+    file: Annotated[Path, typer.Argument(help="Schedule JSON file (rcc synth -o FILE).")],
     failover: Annotated[
         bool, typer.Option("--failover", help="Also prove failover-lossless.")
     ] = False,
