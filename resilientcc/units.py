@@ -19,7 +19,12 @@ from fractions import Fraction
 from resilientcc.errors import InputError
 
 __all__ = [
+    "MAX_BANDWIDTH",
+    "MAX_SIZE",
+    "MAX_TIME",
+    "MIN_BANDWIDTH",
     "as_fraction",
+    "check_bandwidth_range",
     "format_bandwidth",
     "format_size",
     "format_time",
@@ -27,6 +32,15 @@ __all__ = [
     "parse_size",
     "parse_time",
 ]
+
+#: the largest message size accepted, in bytes (1 EiB); beyond it times overflow floats
+MAX_SIZE = Fraction(2**60)
+#: the range of bandwidths accepted, in bytes/s (1 mB/s to 1 EB/s): outside it the
+#: simulator's floats underflow to zero (a link that never drains) or overflow
+MIN_BANDWIDTH = Fraction(1, 1000)
+MAX_BANDWIDTH = Fraction(10**18)
+#: the longest latency accepted, in seconds (about 11.6 days)
+MAX_TIME = Fraction(10**6)
 
 _SIZE_UNITS: dict[str, int] = {
     "": 1,
@@ -129,6 +143,8 @@ def parse_size(text: str | int | Fraction, what: str = "size") -> Fraction:
         value = num * _SIZE_UNITS[key]
     if value <= 0:
         raise InputError(f"{what}: must be positive, got {text!r}")
+    if value > MAX_SIZE:
+        raise InputError(f"{what}: {text!r} is too large (at most 2**60 bytes, 1 EiB)")
     return value
 
 
@@ -154,7 +170,26 @@ def parse_bandwidth(text: str | int | Fraction, what: str = "bandwidth") -> Frac
             )
     if value <= 0:
         raise InputError(f"{what}: must be positive, got {text!r}")
+    check_bandwidth_range(value, what, text)
     return value
+
+
+def check_bandwidth_range(
+    value: Fraction, what: str, text: object = None, error: type[InputError] = InputError
+) -> None:
+    """Raise ``error`` unless ``MIN_BANDWIDTH <= value <= MAX_BANDWIDTH`` (bytes/s)."""
+    if not MIN_BANDWIDTH <= value <= MAX_BANDWIDTH:
+        shown = repr(text) if text is not None else _short(value) + " B/s"
+        raise error(f"{what}: {shown} is out of range (1e-3 B/s to 1e18 B/s, 1 EB/s)")
+
+
+def _short(value: Fraction) -> str:
+    """``value`` as text of at most about 20 characters (scientific beyond that)."""
+    text = str(value)
+    if len(text) <= 20:
+        return text
+    digits = len(str(abs(value.numerator))) - len(str(value.denominator))
+    return f"~1e{digits}"
 
 
 def parse_time(text: str | int | Fraction, what: str = "time") -> Fraction:
@@ -169,6 +204,8 @@ def parse_time(text: str | int | Fraction, what: str = "time") -> Fraction:
         value = num * _TIME_UNITS[key]
     if value < 0:
         raise InputError(f"{what}: must not be negative, got {text!r}")
+    if value > MAX_TIME:
+        raise InputError(f"{what}: {text!r} is too long (at most 1e6 s)")
     return value
 
 

@@ -149,3 +149,39 @@ def test_errors_exit_2(args: list[str], message: str) -> None:
     assert res.exit_code == 2, res.output
     assert message in res.output
     assert "Traceback" not in res.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope.json"], "nope.json: no such schedule file"),
+        (["sub/nope"], "sub/nope: no such schedule file"),
+        (["ring", "--size", "1e400"], "--size: '1e400' is too large"),
+        (["ring", "--nic-bw", "1e400GB/s"], "--nic-bw: '1e400GB/s' is out of range"),
+        (["ring", "--nic-bw", "1e-400GB/s"], "--nic-bw: '1e-400GB/s' is out of range"),
+        (["ring", "--base-latency", "1e400s"], "--base-latency: '1e400s' is too long"),
+    ],
+)
+def test_absurd_values_and_missing_files_exit_2(args: list[str], message: str) -> None:
+    """Values that overflowed or underflowed the simulator's floats (a traceback, or a
+    'deadlock' for a bandwidth that rounded to zero), and file names that are not files."""
+    res = _run(*args, "-n", "2", "-g", "2")
+    assert res.exit_code == 2, res.output
+    assert message in res.output
+    assert "Traceback" not in res.output and "deadlock" not in res.output
+
+
+def test_unwritable_plot_fails_before_simulating(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import resilientcc.sim as sim_pkg
+
+    def no_sim(*a: object, **k: object) -> None:
+        raise AssertionError("simulated before checking --plot")
+
+    monkeypatch.setattr(sim_pkg, "simulate", no_sim)
+    res = _run("ring", "-n", "2", "-g", "2", "--plot", str(tmp_path / "no" / "x.png"))
+    assert res.exit_code == 2, res.output
+    assert "--plot: cannot write" in res.output and "no folder" in res.output
+    res = _run(str(tmp_path), "-n", "2", "-g", "2")
+    assert res.exit_code == 2 and "is a directory" in res.output

@@ -62,10 +62,23 @@ def test_synth_json_and_msccl(tmp_path):
         (["synth", "optcc", "-n", "2", "--fail", "9:1", "-o", "X"], "server"),
         (["report", "--servers", "1", "--out", "X"], "--servers"),
         (["report", "--lost", "8", "--out", "X"], "--lost"),
+        (["synth", "ring", "-n", "2", "-o", "MISSING"], "--output: cannot write"),
+        (["synth", "ring", "-n", "2", "-o", "DIR"], "--output: "),
+        (["synth", "ring", "-n", "2", "--size", "1e400", "-o", "X"], "too large"),
+        (["report", "--quick", "--out", "FILE"], "--out: "),
+        (["report", "--quick", "--out", "UNDERFILE"], "--out: cannot create"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, needle, tmp_path):
-    args = [str(tmp_path / "o.json") if a == "X" else a for a in args]
+    (tmp_path / "file").write_text("")
+    places = {
+        "X": tmp_path / "o.json",
+        "MISSING": tmp_path / "no" / "o.json",
+        "DIR": tmp_path,
+        "FILE": tmp_path / "file",
+        "UNDERFILE": tmp_path / "file" / "sub",
+    }
+    args = [str(places[a]) if a in places else a for a in args]
     r = run(*args)
     assert r.exit_code == 2
     lines = [ln for ln in r.output.splitlines() if ln.strip()]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resilientcc.errors import ScheduleError
+from resilientcc.errors import InputError, ScheduleError
 from resilientcc.schedules import executor
 from resilientcc.schedules._build import Builder, binomial_order, server_view
 from resilientcc.schedules.generators import GENERATORS, generate
@@ -123,6 +123,13 @@ def test_bad_options_and_sizes(algo):
         generate(algo, topo, Fraction(0))
     with pytest.raises(ScheduleError):
         generate(algo, topo, Fraction(1), bogus=1)
+
+
+@pytest.mark.parametrize("algo", sorted(GENERATORS))
+def test_sizes_beyond_an_exbibyte_are_refused(algo):
+    """Every generator refuses sizes whose simulated times would overflow floats."""
+    with pytest.raises(InputError, match="too large"):
+        generate(algo, hierarchical(2, 2), Fraction(2**60 + 1))
 
 
 def test_hierarchical_structure():

@@ -85,6 +85,8 @@ def test_single_gpu_servers_have_no_nvlink() -> None:
         {"servers": 2, "fabric": "torus"},
         {"servers": 2, "nic_bw": -1},
         {"servers": 2, "nvlink_bw": "0GB/s"},
+        {"servers": 2, "nic_bw": Fraction(10**30)},
+        {"servers": 2, "nvlink_bw": "1e-400GB/s"},
     ],
 )
 def test_hierarchical_rejects_bad_parameters(kwargs: dict) -> None:
@@ -236,6 +238,9 @@ def _base() -> dict:
             "cut off",
         ),
         (lambda d: d["links"][0].__setitem__("capacity", -3), "positive"),
+        (lambda d: d["links"][0].__setitem__("capacity", "1e-400"), "out of range"),
+        (lambda d: d["links"][0].__setitem__("capacity", 10**40), "out of range"),
+        (lambda d: d["links"][0].__setitem__("latency", "1e400"), "latency"),
         (lambda d: d["links"][0].__setitem__("capacity", "fast"), "capacity"),
         (lambda d: d["links"][0].pop("capacity"), "capacity"),
         (lambda d: d["nodes"].append(dict(d["nodes"][0])), "duplicate"),
@@ -287,3 +292,27 @@ def test_fail_count_twice_takes_further_nics_down():
     t = fail_nics(fail_nics(hierarchical(2, 8), 0, 1), 0, 2)
     assert [n.local for n in t.alive_nics(0)] == [3, 4, 5, 6, 7]
     assert len(t.failures) == 2
+
+
+def test_atomic_write_names_the_file_and_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
+    import tempfile
+
+    from resilientcc.errors import InputError
+    from resilientcc.topology.io import atomic_write_text, check_writable
+
+    with pytest.raises(InputError, match="no folder"):
+        atomic_write_text(tmp_path / "no" / "x.json", "{}")
+    with pytest.raises(InputError, match="is a directory"):
+        check_writable(tmp_path, "--out")
+
+    def denied(*a, **k):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    with pytest.raises(InputError, match=r"x\.json: cannot write \(Permission denied\)"):
+        atomic_write_text(tmp_path / "x.json", "{}")
+    monkeypatch.undo()
+    monkeypatch.setattr("os.replace", denied)
+    with pytest.raises(InputError, match="cannot write"):
+        atomic_write_text(tmp_path / "y.json", "{}")
+    assert list(tmp_path.iterdir()) == []  # the temporary file is gone too

@@ -95,3 +95,27 @@ def test_bits_and_bytes_are_distinguished():
     assert parse_bandwidth("100Mb/s") == Fraction(100 * 10**6, 8)
     with pytest.raises(InputError, match="bits"):
         parse_size("1Gb")
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "needle"),
+    [
+        (parse_size, "1e400", "too large"),
+        (parse_size, "1048577TiB", "too large"),
+        (parse_bandwidth, "1e400GB/s", "out of range"),
+        (parse_bandwidth, "1e-400GB/s", "out of range"),
+        (parse_bandwidth, "0.0001", "out of range"),
+        (parse_time, "1e400s", "too long"),
+    ],
+)
+def test_values_beyond_what_floats_carry_are_refused(parse, text, needle):
+    """Sizes, bandwidths and times whose float would overflow or round to zero."""
+    with pytest.raises(InputError, match=needle):
+        parse(text, "--x")
+
+
+def test_range_edges_are_accepted():
+    assert parse_size(f"{2**60}") == 2**60
+    assert parse_bandwidth("1e18") == 10**18
+    assert parse_bandwidth("0.001") == Fraction(1, 1000)
+    assert parse_time("1e6s") == 10**6

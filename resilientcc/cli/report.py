@@ -79,6 +79,12 @@ def report(
     szs = [int(parse_size_option(s)) for s in sizes.split(",") if s.strip()]
     if workers < 0:
         raise InputError("--workers: must not be negative")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out: {out} is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"--out: cannot create {out} ({e.strerror or e})") from None
 
     def say(msg: str) -> None:
         typer.echo(msg, err=True)

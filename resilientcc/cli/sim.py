@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from fractions import Fraction
@@ -29,6 +30,7 @@ from resilientcc.cli.common import (
 )
 from resilientcc.errors import InputError, ResilientCCError
 from resilientcc.schedules.ir import Schedule
+from resilientcc.topology.io import check_writable
 from resilientcc.topology.model import Topology
 from resilientcc.units import format_size, format_time, parse_time
 
@@ -228,6 +230,8 @@ def sim(
         raise InputError(f"--engine: must be one of {', '.join(ENGINES)}, got {engine!r}")
     if plot_file is not None and plot_file.suffix.lower() != ".png":
         raise InputError(f"--plot: {plot_file} must end in .png")
+    if plot_file is not None:
+        check_writable(plot_file, "--plot")  # before the simulation, which can take minutes
     m = parse_size_option(size)
     base = float(parse_time(base_latency, "--base-latency"))
     topo = build_topology(
@@ -237,6 +241,10 @@ def sim(
     if path.is_file():
         sched = load_schedule_for(path, topo)
         algorithm = sched.name
+    elif path.is_dir():
+        raise InputError(f"{path} is a directory, not a schedule file or an algorithm")
+    elif path.suffix.lower() in (".json", ".xml") or os.sep in schedule:
+        raise InputError(f"{schedule}: no such schedule file")
     else:
         from resilientcc.schedules.generators import get_generator
 

@@ -26,6 +26,7 @@ from resilientcc.cli.common import (
 )
 from resilientcc.errors import InputError
 from resilientcc.schedules.ir import Schedule
+from resilientcc.topology.io import check_writable
 
 __all__ = ["EXIT_UNKNOWN", "EXIT_VIOLATED", "synth"]
 
@@ -78,6 +79,7 @@ def synth(
 
     if fmt not in FORMATS:
         raise InputError(f"--format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    check_writable(output, "--output")
     source = Path(algorithm)
     from_file = source.suffix in (".json", ".xml")
     gen = None if from_file else get_generator(algorithm)

@@ -30,6 +30,7 @@ from resilientcc.errors import ScheduleError
 from resilientcc.schedules import executor
 from resilientcc.schedules.ir import COPY, REDUCE, Schedule, Transfer, chunks_from_sizes
 from resilientcc.topology.model import Topology
+from resilientcc.units import MAX_SIZE
 
 __all__ = [
     "CHECK_CAP_TRANSFERS",
@@ -900,4 +901,6 @@ def generator_args(name: str, size: int | Fraction, options: Mapping[str, object
     frac = Fraction(size)
     if frac <= 0:
         raise ScheduleError(f"{name}: size must be positive, got {frac}")
+    if frac > MAX_SIZE:
+        raise ScheduleError(f"{name}: size too large (at most 2**60 bytes, 1 EiB)")
     return frac

@@ -34,6 +34,7 @@ from resilientcc.errors import InputError
 from resilientcc.schedules import executor
 from resilientcc.schedules.ir import COPY, REDUCE, Chunk, Schedule, Transfer
 from resilientcc.topology.model import Topology
+from resilientcc.units import MAX_SIZE
 
 __all__ = [
     "CHECK_CAP",
@@ -170,6 +171,8 @@ def check_size(size: object) -> Fraction:
     frac = Fraction(size)
     if frac <= 0:
         raise InputError(f"size: must be positive, got {size}")
+    if frac > MAX_SIZE:
+        raise InputError("size: too large (at most 2**60 bytes, 1 EiB)")
     return frac
 
 

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from resilientcc.errors import TopologyError
 from resilientcc.topology.model import GPU, NIC, SWITCH, Link, Node, Topology
-from resilientcc.units import as_fraction, parse_bandwidth, parse_time
+from resilientcc.units import as_fraction, check_bandwidth_range, parse_bandwidth, parse_time
 
 __all__ = [
     "DEFAULT_NIC_BW",
@@ -38,6 +38,7 @@ def _bw(value: object, what: str) -> Fraction:
     frac = as_fraction(value, what)
     if frac <= 0:
         raise TopologyError(f"{what}: must be positive, got {value!r}")
+    check_bandwidth_range(frac, what, value, error=TopologyError)
     return frac
 
 

@@ -35,7 +35,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from resilientcc.errors import TopologyError
+from resilientcc.errors import InputError, TopologyError
 from resilientcc.topology.model import Link, Node, Topology
 from resilientcc.topology.validate import validate
 from resilientcc.units import parse_bandwidth, parse_time
@@ -44,6 +44,7 @@ __all__ = [
     "FORMAT",
     "VERSION",
     "atomic_write_text",
+    "check_writable",
     "load_topology",
     "save_topology",
     "topology_from_dict",
@@ -57,15 +58,34 @@ VERSION = 1
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write a file atomically (temp file + rename), so a failure leaves nothing half-written."""
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.")
+    check_writable(p)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.")
+    except OSError as e:
+        raise InputError(f"{p}: cannot write ({e.strerror or e})") from None
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise InputError(f"{p}: cannot write ({e.strerror or e})") from None
         raise
+
+
+def check_writable(path: str | os.PathLike[str], what: str = "") -> None:
+    """Raise InputError if ``path`` cannot be a file to write: a directory, or in a folder
+    that does not exist. Cheap, so commands call it before long work; ``what`` (e.g. an
+    option name) prefixes the message."""
+    p = Path(path)
+    lead = f"{what}: " if what else ""
+    if p.is_dir():
+        raise InputError(f"{lead}{p} is a directory, not a file to write")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{lead}cannot write {p} (no folder {str(parent)!r})")
 
 
 def topology_to_dict(topo: Topology) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import networkx as nx
 
 from resilientcc.errors import TopologyError
 from resilientcc.topology.model import GPU, NODE_KINDS, Topology
+from resilientcc.units import MAX_TIME, check_bandwidth_range
 
 __all__ = ["to_networkx", "validate"]
 
@@ -65,8 +66,15 @@ def validate(topo: Topology, where: str = "topology") -> Topology:
             raise TopologyError(
                 f"{where}: link {i} ({lk.src} -> {lk.dst}) has capacity {lk.capacity}, must be positive"
             )
+        check_bandwidth_range(
+            lk.capacity, f"{where}: link {i} ({lk.src} -> {lk.dst}) capacity", error=TopologyError
+        )
         if lk.latency < 0:
             raise TopologyError(f"{where}: link {i} ({lk.src} -> {lk.dst}) has negative latency")
+        if lk.latency > MAX_TIME:
+            raise TopologyError(
+                f"{where}: link {i} ({lk.src} -> {lk.dst}) has a latency over 1e6 s"
+            )
     gpus = topo.gpus
     if len(gpus) > 1:
         g = nx.DiGraph()
