@@ -110,7 +110,7 @@ def as_fraction(value: object, what: str = "value") -> Fraction:
     raise InputError(f"{what}: expected a number, got {type(value).__name__}")
 
 
-def _split(text: str, what: str) -> tuple[Fraction, str]:
+def _split(text: str, what: str, example: str = "'1GiB', '400Gbps'") -> tuple[Fraction, str]:
     if re.fullmatch(r"\s*[0-9]+\s*/\s*[0-9]+\s*", text):  # exact rational, no unit
         try:
             return Fraction(text.replace(" ", "")), ""
@@ -118,7 +118,7 @@ def _split(text: str, what: str) -> tuple[Fraction, str]:
             raise InputError(f"{what}: {text!r} divides by zero") from None
     m = re.fullmatch(r"\s*" + _NUM + r"\s*([A-Za-zµ/]*)\s*", text)
     if not m:
-        raise InputError(f"{what}: cannot parse {text!r} (expected e.g. '1GiB', '400Gbps')")
+        raise InputError(f"{what}: cannot parse {text!r} (expected e.g. {example})")
     return Fraction(m.group(1)), m.group(2)
 
 
@@ -130,7 +130,7 @@ def parse_size(text: str | int | Fraction, what: str = "size") -> Fraction:
     if isinstance(text, (int, Fraction)) and not isinstance(text, bool):
         value = Fraction(text)
     else:
-        num, unit = _split(str(text), what)
+        num, unit = _split(str(text), what, "'1GiB', '256MiB', '4MB'")
         key = unit.lower()
         if len(unit) >= 2 and unit.endswith("b") and not unit.endswith("ib"):
             raise InputError(
@@ -156,7 +156,7 @@ def parse_bandwidth(text: str | int | Fraction, what: str = "bandwidth") -> Frac
     if isinstance(text, (int, Fraction)) and not isinstance(text, bool):
         value = Fraction(text)
     else:
-        num, unit = _split(str(text), what)
+        num, unit = _split(str(text), what, "'400Gbps', '50GB/s'")
         key = unit.lower()
         if key == "":
             value = num
@@ -197,7 +197,7 @@ def parse_time(text: str | int | Fraction, what: str = "time") -> Fraction:
     if isinstance(text, (int, Fraction)) and not isinstance(text, bool):
         value = Fraction(text)
     else:
-        num, unit = _split(str(text), what)
+        num, unit = _split(str(text), what, "'14us', '3.4µs', '0.001'")
         key = unit.lower() or "s"
         if key not in _TIME_UNITS:
             raise InputError(f"{what}: unknown unit {unit!r} in {text!r} (use s, ms, us, ns)")

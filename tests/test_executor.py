@@ -96,6 +96,7 @@ def test_cycle_is_reported():
         ((Transfer(0, 0, 1, 0, "sum"),), "unknown op"),
         ((Transfer(0, 0, 1, 0, "reduce", (9,)),), "unknown transfer"),
         ((Transfer(0, 0, 1, 0, "reduce"), Transfer(0, 1, 0, 0, "copy")), "duplicate"),
+        ((Transfer(0, 0, 1, 0, "reduce", channel=2**20),), "above 1,048,575"),
     ],
 )
 def test_structure_errors(transfers, msg):
@@ -277,3 +278,22 @@ def test_topological_order_takes_the_smallest_ready_id_first(data):
         done.append(i)
         del left[i]
     assert list(topological_order(s)) == done
+
+
+@pytest.mark.parametrize(
+    ("change", "msg"),
+    [
+        ({"ranks": 2**17 + 1}, "more than 131,072"),
+        ({"size": Fraction(2**60 + 1)}, "above 2\\*\\*60 bytes"),
+        ({"collective": "allgather"}, "only allreduce"),
+    ],
+)
+def test_schedules_beyond_what_the_tools_carry(change, msg):
+    """A schedule file can claim anything: these would overflow floats or make the
+    executor and the verifier allocate per rank, or ask for another collective."""
+    from dataclasses import replace
+
+    ok = Schedule("s", 2, Fraction(8), uniform_chunks(1), (Transfer(0, 0, 1, 0, "reduce"),))
+    ok.check_structure()
+    with pytest.raises(ScheduleError, match=msg):
+        replace(ok, **change).check_structure()

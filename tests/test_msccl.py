@@ -148,3 +148,29 @@ def test_import_errors_and_foreign_files():
     back = from_msccl_xml(plain)
     assert [(t.src, t.dst, t.op) for t in back.transfers] == [(0, 1, "reduce"), (1, 0, "copy")]
     assert back.transfers[1].deps == (0,)
+
+
+def test_hand_edited_offsets_are_not_silently_ignored():
+    """With rcc_ attributes the import rebuilds the exact schedule from them; a step whose
+    MSCCL offset was edited to disagree is refused, naming the step, and the same file
+    without the rcc_ attributes imports the edited program as written."""
+    s = Schedule(
+        "two",
+        2,
+        Fraction(8),
+        uniform_chunks(2),
+        (Transfer(0, 0, 1, 0, "reduce"), Transfer(1, 1, 0, 0, "copy", deps=(0,))),
+    )
+    xml = to_msccl_xml(s)
+    assert from_msccl_xml(xml).transfers == s.transfers
+    root = ET.fromstring(xml)
+    step = root.find("gpu/tb/step[@type='s']")
+    assert step is not None and step.get("srcoff") == "0"
+    step.set("srcoff", "1")
+    with pytest.raises(ScheduleError, match="srcoff 1 disagrees with rcc_c 0"):
+        from_msccl_xml(ET.tostring(root, encoding="unicode"))
+    for el in root.iter():
+        for key in [k for k in el.attrib if k.startswith("rcc_")]:
+            del el.attrib[key]
+    back = from_msccl_xml(ET.tostring(root, encoding="unicode"))
+    assert [t.chunk for t in back.transfers if t.src == 0] == [1]

@@ -32,8 +32,26 @@ from fractions import Fraction
 from functools import cached_property
 
 from resilientcc.errors import ScheduleError
+from resilientcc.units import MAX_SIZE
 
-__all__ = ["COPY", "OPS", "REDUCE", "Chunk", "Schedule", "Transfer", "uniform_chunks"]
+__all__ = [
+    "COPY",
+    "MAX_CHANNEL",
+    "MAX_RANKS",
+    "OPS",
+    "REDUCE",
+    "Chunk",
+    "Schedule",
+    "Transfer",
+    "uniform_chunks",
+]
+
+#: the most ranks a schedule may have (131,072 GPUs, far beyond any cluster it is made for;
+#: a file claiming more would make the executor and the verifier allocate per rank)
+MAX_RANKS = 2**17
+
+#: the largest channel index (the simulator and the exporters keep channels in C ints)
+MAX_CHANNEL = 2**20 - 1
 
 REDUCE = "reduce"
 COPY = "copy"
@@ -137,8 +155,19 @@ class Schedule:
         """
         if self.ranks < 1:
             raise ScheduleError(f"schedule {self.name!r}: needs at least one rank")
+        if self.ranks > MAX_RANKS:
+            raise ScheduleError(
+                f"schedule {self.name!r}: {self.ranks} ranks, more than {MAX_RANKS:,} (2**17)"
+            )
+        if self.collective != "allreduce":
+            raise ScheduleError(
+                f"schedule {self.name!r}: collective {self.collective!r} is not supported "
+                "(only allreduce)"
+            )
         if self.size <= 0:
             raise ScheduleError(f"schedule {self.name!r}: size must be positive")
+        if self.size > MAX_SIZE:
+            raise ScheduleError(f"schedule {self.name!r}: size above 2**60 bytes (1 EiB)")
         pos = Fraction(0)
         for i, c in enumerate(self.chunks):
             if c.index != i:
@@ -179,6 +208,8 @@ class Schedule:
                     raise ScheduleError(f"{w}: depends on itself")
             if t.channel < 0:
                 raise ScheduleError(f"{w}: negative channel {t.channel}")
+            if t.channel > MAX_CHANNEL:
+                raise ScheduleError(f"{w}: channel {t.channel} above {MAX_CHANNEL:,}")
         return self
 
 

@@ -339,6 +339,7 @@ def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
     fifo_s: dict[tuple[int, int, int], list[tuple[int, int, int, int]]] = {}
     fifo_r: dict[tuple[int, int, int], list[tuple[int, int, int, int, str]]] = {}
     step_key: dict[tuple[int, int, int], int] = {}
+    first_off: dict[int, tuple[int, str]] = {}  # a send's first step: srcoff, where
     for gpu in algo.findall("gpu"):
         g = _int(gpu, "id", where)
         for tb in gpu.findall("tb"):
@@ -367,6 +368,7 @@ def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
                     continue
                 if kind == "s":
                     route = st.get("rcc_r")
+                    first_off[tid] = (off, w)
                     sends[tid] = (
                         g,
                         sp,
@@ -396,6 +398,13 @@ def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
         Chunk(i, Fraction(a, big_l), Fraction(b - a, big_l))
         for i, (a, b) in enumerate(itertools.pairwise(cuts))
     )
+    for tid, (off, w) in first_off.items():
+        c = sends[tid][3]
+        if 0 <= c < len(chunks) and cuts[c] != off:
+            raise ScheduleError(
+                f"{w}: srcoff {off} disagrees with rcc_c {c} (chunk {c} starts at {cuts[c]}); "
+                "a file edited by hand imports as written once its rcc_ attributes are removed"
+            )
     if set(sends) != set(recvs):
         raise ScheduleError(
             f"{where}: sends and receives do not match (transfers {sorted(set(sends) ^ set(recvs))[:5]})"

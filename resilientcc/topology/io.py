@@ -88,6 +88,13 @@ def check_writable(path: str | os.PathLike[str], what: str = "") -> None:
         raise InputError(f"{lead}cannot write {p} (no folder {str(parent)!r})")
 
 
+def _flag(value: object, what: str) -> bool:
+    """A JSON boolean; anything else is an error (``"yes"`` is not ``true``)."""
+    if not isinstance(value, bool):
+        raise TopologyError(f"{what} must be true or false, got {value!r}")
+    return value
+
+
 def topology_to_dict(topo: Topology) -> dict[str, Any]:
     """The JSON-ready dictionary of a topology."""
     nodes = []
@@ -157,7 +164,7 @@ def topology_from_dict(data: Any, where: str = "topology") -> Topology:
                 server=_opt_int(d, "server", w),
                 local=_opt_int(d, "local", w),
                 rank=_opt_int(d, "rank", w),
-                failed=bool(d.get("failed", False)),
+                failed=_flag(d.get("failed", False), f"{w}: 'failed'"),
             )
         )
     links = []

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
 
-__all__ = ["GPU", "NIC", "NODE_KINDS", "SWITCH", "Link", "Node", "Topology"]
+__all__ = ["GPU", "LINK_KINDS", "NIC", "NODE_KINDS", "SWITCH", "Link", "Node", "Topology"]
 
 GPU = "gpu"
 NIC = "nic"
 SWITCH = "switch"
 NODE_KINDS = (GPU, NIC, SWITCH)
+#: link kinds; ``"network"`` links are the ones a server's NIC bandwidth is summed over
+LINK_KINDS = ("nvlink", "pcie", "network", "custom")
 
 
 @dataclass(frozen=True)

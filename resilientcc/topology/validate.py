@@ -5,7 +5,7 @@ from __future__ import annotations
 import networkx as nx
 
 from resilientcc.errors import TopologyError
-from resilientcc.topology.model import GPU, NODE_KINDS, Topology
+from resilientcc.topology.model import GPU, LINK_KINDS, NODE_KINDS, Topology
 from resilientcc.units import MAX_TIME, check_bandwidth_range
 
 __all__ = ["to_networkx", "validate"]
@@ -62,6 +62,11 @@ def validate(topo: Topology, where: str = "topology") -> Topology:
                 )
         if lk.src == lk.dst:
             raise TopologyError(f"{where}: link {i} is a self-loop on {lk.src!r}")
+        if lk.kind not in LINK_KINDS:
+            raise TopologyError(
+                f"{where}: link {i} ({lk.src} -> {lk.dst}) has unknown kind {lk.kind!r} "
+                f"(use {', '.join(LINK_KINDS)})"
+            )
         if lk.capacity <= 0:
             raise TopologyError(
                 f"{where}: link {i} ({lk.src} -> {lk.dst}) has capacity {lk.capacity}, must be positive"
