@@ -148,6 +148,22 @@ def parse_size(text: str | int | Fraction, what: str = "size") -> Fraction:
     return value
 
 
+def to_size(value: object, what: str = "size") -> Fraction:
+    """A message size from an int, a Fraction, a finite float or a string like ``"1GiB"``.
+
+    The same checks as :func:`parse_size` (positive, at most :data:`MAX_SIZE`); floats are
+    read through their shortest decimal form, as :func:`as_fraction` does.
+
+    >>> to_size("1GiB") == to_size(2**30) == to_size(1073741824.0)
+    True
+    """
+    if isinstance(value, float):
+        value = as_fraction(value, what)
+    if isinstance(value, bool) or not isinstance(value, (str, int, Fraction)):
+        raise InputError(f"{what}: expected bytes or a string like '1GiB', got {value!r}")
+    return parse_size(value, what)
+
+
 def parse_bandwidth(text: str | int | Fraction, what: str = "bandwidth") -> Fraction:
     """Parse a bandwidth such as ``"400Gbps"``, ``"50GB/s"`` or a plain number of bytes/s.
 

@@ -160,6 +160,7 @@ def test_errors_exit_2(args: list[str], message: str) -> None:
         (["ring", "--nic-bw", "1e400GB/s"], "--nic-bw: '1e400GB/s' is out of range"),
         (["ring", "--nic-bw", "1e-400GB/s"], "--nic-bw: '1e-400GB/s' is out of range"),
         (["ring", "--base-latency", "1e400s"], "--base-latency: '1e400s' is too long"),
+        (["ring", "--channels", "100000"], "100000 channels, more than 64"),
     ],
 )
 def test_absurd_values_and_missing_files_exit_2(args: list[str], message: str) -> None:

@@ -67,6 +67,8 @@ def test_synth_json_and_msccl(tmp_path):
         (["synth", "ring", "-n", "2", "--size", "1e400", "-o", "X"], "too large"),
         (["report", "--quick", "--out", "FILE"], "--out: "),
         (["report", "--quick", "--out", "UNDERFILE"], "--out: cannot create"),
+        (["report", "--sizes", ",,", "--out", "X"], "--sizes: no size"),
+        (["synth", "ring", "-n", "1000", "-g", "1000", "-o", "X"], "more than 131,072"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, needle, tmp_path):

@@ -87,6 +87,7 @@ def test_single_gpu_servers_have_no_nvlink() -> None:
         {"servers": 2, "nvlink_bw": "0GB/s"},
         {"servers": 2, "nic_bw": Fraction(10**30)},
         {"servers": 2, "nvlink_bw": "1e-400GB/s"},
+        {"servers": 2**14 + 1, "gpus_per_server": 8},
     ],
 )
 def test_hierarchical_rejects_bad_parameters(kwargs: dict) -> None:

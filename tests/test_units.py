@@ -119,3 +119,26 @@ def test_range_edges_are_accepted():
     assert parse_bandwidth("1e18") == 10**18
     assert parse_bandwidth("0.001") == Fraction(1, 1000)
     assert parse_time("1e6s") == 10**6
+
+
+def test_units_doctests():
+    import doctest
+
+    import resilientcc.units
+
+    assert doctest.testmod(resilientcc.units).failed == 0
+
+
+def test_generators_and_bounds_read_sizes_alike():
+    """A size given as text, int, Fraction or float means the same to every entry point."""
+    from resilientcc.bounds import lower_bound
+    from resilientcc.schedules.generators import GENERATORS, generate
+    from resilientcc.topology import hierarchical
+
+    t = hierarchical(2, 2)
+    for algo in GENERATORS:
+        assert generate(algo, t, "1MiB") == generate(algo, t, Fraction(2**20))
+        assert generate(algo, t, 1048576.0) == generate(algo, t, 2**20)
+        with pytest.raises(InputError, match="cannot parse"):
+            generate(algo, t, "lots")
+    assert lower_bound(t, "1MiB").seconds == lower_bound(t, 2**20).seconds

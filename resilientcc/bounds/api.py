@@ -11,7 +11,7 @@ from resilientcc.bounds.result import BoundConstraint, BoundResult
 from resilientcc.errors import BoundError, InputError
 from resilientcc.topology.builders import hierarchical, switch_model
 from resilientcc.topology.model import GPU, NIC, Topology
-from resilientcc.units import parse_size
+from resilientcc.units import to_size
 
 __all__ = [
     "METHODS",
@@ -28,11 +28,7 @@ METHODS = ("auto", "closed_form", "lp")
 
 
 def _size(size: object) -> Fraction:
-    if isinstance(size, float):
-        size = Fraction(repr(size))
-    if isinstance(size, (str, int, Fraction)):
-        return parse_size(size)
-    raise InputError(f"size: expected bytes or a string like '1GiB', got {size!r}")
+    return to_size(size)
 
 
 def switch_model_bandwidths(topo: Topology) -> tuple[list[Fraction], list[Fraction]] | None:

@@ -77,6 +77,8 @@ def report(
     if any(not 0 < k < 8 for k in ks):
         raise InputError("--lost: NIC losses must be between 1 and 7")
     szs = [int(parse_size_option(s)) for s in sizes.split(",") if s.strip()]
+    if not szs:
+        raise InputError(f"--sizes: no size in {sizes!r} (e.g. 1GiB,256MiB)")
     if workers < 0:
         raise InputError("--workers: must not be negative")
     if out.exists() and not out.is_dir():

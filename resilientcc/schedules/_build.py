@@ -26,11 +26,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from resilientcc.errors import ScheduleError
+from resilientcc.errors import InputError, ScheduleError
 from resilientcc.schedules import executor
 from resilientcc.schedules.ir import COPY, REDUCE, Schedule, Transfer, chunks_from_sizes
 from resilientcc.topology.model import Topology
-from resilientcc.units import MAX_SIZE
+from resilientcc.units import to_size
 
 __all__ = [
     "CHECK_CAP_TRANSFERS",
@@ -898,9 +898,7 @@ def generator_args(name: str, size: int | Fraction, options: Mapping[str, object
     """Validate a generator call: no unknown ``options`` and a positive ``size``; returns it exact."""
     if options:
         raise ScheduleError(f"{name}: unknown options {sorted(options)}")
-    frac = Fraction(size)
-    if frac <= 0:
-        raise ScheduleError(f"{name}: size must be positive, got {frac}")
-    if frac > MAX_SIZE:
-        raise ScheduleError(f"{name}: size too large (at most 2**60 bytes, 1 EiB)")
-    return frac
+    try:
+        return to_size(size, f"{name}: size")
+    except InputError as e:
+        raise ScheduleError(str(e)) from None

@@ -185,7 +185,8 @@ def balance(topology: Topology, size: Fraction, *, check: bool = True, **options
 
     Args:
         topology: the cluster with its failures.
-        size: message size in bytes (exact).
+        size: message size, in bytes (int, Fraction or float) or as text such as
+            "1GiB" (:func:`~resilientcc.units.to_size`).
         check: run the exact executor (skipped above ``ring.CHECK_CAP``).
 
     Examples:

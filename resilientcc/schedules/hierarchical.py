@@ -34,7 +34,8 @@ def hierarchical(
 
     Args:
         topology: the cluster (every server must have the same number of GPUs).
-        size: message size in bytes.
+        size: message size, in bytes (int, Fraction or float) or as text such as
+            "1GiB" (:func:`~resilientcc.units.to_size`).
         check: run the exact executor before returning.
 
     Examples:

@@ -32,6 +32,7 @@ from fractions import Fraction
 from functools import cached_property
 
 from resilientcc.errors import ScheduleError
+from resilientcc.topology.model import MAX_GPUS
 from resilientcc.units import MAX_SIZE
 
 __all__ = [
@@ -46,9 +47,9 @@ __all__ = [
     "uniform_chunks",
 ]
 
-#: the most ranks a schedule may have (131,072 GPUs, far beyond any cluster it is made for;
-#: a file claiming more would make the executor and the verifier allocate per rank)
-MAX_RANKS = 2**17
+#: the most ranks a schedule may have (:data:`~resilientcc.topology.model.MAX_GPUS`,
+#: 131,072: a file claiming more would make the executor and the verifier allocate per rank)
+MAX_RANKS = MAX_GPUS
 
 #: the largest channel index (the simulator and the exporters keep channels in C ints)
 MAX_CHANNEL = 2**20 - 1

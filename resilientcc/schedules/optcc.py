@@ -601,7 +601,8 @@ def optcc(
 
     Args:
         topology: the cluster (any failures).
-        size: message size in bytes.
+        size: message size, in bytes (int, Fraction or float) or as text such as
+            "1GiB" (:func:`~resilientcc.units.to_size`).
         check: run the exact executor before returning (skipped above
             :data:`~resilientcc.schedules._build.CHECK_CAP_TRANSFERS` transfers).
         pieces: pipeline depth (default from the size, :func:`~resilientcc.schedules.direct.default_pieces`).

@@ -62,7 +62,8 @@ def r2cc_allreduce(
 
     Args:
         topology: the cluster; ``X`` is the largest bandwidth loss of any server.
-        size: message size in bytes.
+        size: message size, in bytes (int, Fraction or float) or as text such as
+            "1GiB" (:func:`~resilientcc.units.to_size`).
         check: run the exact executor before returning.
         pieces: pipeline pieces of the tail (default from the size).
 

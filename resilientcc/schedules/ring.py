@@ -34,7 +34,7 @@ from resilientcc.errors import InputError
 from resilientcc.schedules import executor
 from resilientcc.schedules.ir import COPY, REDUCE, Chunk, Schedule, Transfer
 from resilientcc.topology.model import Topology
-from resilientcc.units import MAX_SIZE
+from resilientcc.units import to_size
 
 __all__ = [
     "CHECK_CAP",
@@ -164,16 +164,13 @@ def nic_capacity(topology: Topology, server: int, nic: int, direction: str = "ou
     )
 
 
+#: the most ring channels (NCCL's MAXCHANNELS is 32; each channel is a whole ring)
+MAX_RING_CHANNELS = 64
+
+
 def check_size(size: object) -> Fraction:
-    """Validate a message size (positive, exact) for a generator."""
-    if isinstance(size, bool) or not isinstance(size, (int, Fraction)):
-        raise InputError(f"size: expected an exact number of bytes, got {size!r}")
-    frac = Fraction(size)
-    if frac <= 0:
-        raise InputError(f"size: must be positive, got {size}")
-    if frac > MAX_SIZE:
-        raise InputError("size: too large (at most 2**60 bytes, 1 EiB)")
-    return frac
+    """Validate a message size for a generator (:func:`~resilientcc.units.to_size`)."""
+    return to_size(size, "size")
 
 
 def maybe_check(schedule: Schedule, check: bool) -> Schedule:
@@ -291,7 +288,8 @@ def ring(
     Args:
         topology: the cluster (failures are ignored: the naive baseline keeps the ring
             and the simulator reroutes dead NICs' channels by PXN).
-        size: message size in bytes (exact).
+        size: message size, in bytes (int, Fraction or float) or as text such as
+            "1GiB" (:func:`~resilientcc.units.to_size`).
         check: run the exact executor (skipped when ``chunks·p² > CHECK_CAP``).
         channels: number of channels ``C`` (default: NICs per server, at least 1).
             Channel ``c`` carries ``1/C`` of the buffer and leaves every server on NIC
@@ -310,6 +308,10 @@ def ring(
     n_ch = max(1, k_max) if channels is None else channels
     if isinstance(n_ch, bool) or not isinstance(n_ch, int) or n_ch < 1:
         raise InputError(f"ring: channels must be a positive integer, got {channels!r}")
+    if n_ch > MAX_RING_CHANNELS:
+        raise InputError(
+            f"ring: {n_ch} channels, more than {MAX_RING_CHANNELS} (NCCL runs at most 32)"
+        )
     server_of = {r: s for s, lay in layouts.items() for r in lay.ranks}
 
     def nic_for(c: int, s: int) -> int | None:

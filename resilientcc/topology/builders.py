@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from resilientcc.errors import TopologyError
-from resilientcc.topology.model import GPU, NIC, SWITCH, Link, Node, Topology
+from resilientcc.topology.model import GPU, MAX_GPUS, NIC, SWITCH, Link, Node, Topology
 from resilientcc.units import as_fraction, check_bandwidth_range, parse_bandwidth, parse_time
 
 __all__ = [
@@ -95,6 +95,10 @@ def hierarchical(
         raise TopologyError(f"servers: must be a positive integer, got {servers!r}")
     if not isinstance(gpus_per_server, int) or gpus_per_server < 1:
         raise TopologyError(f"gpus-per-server: must be a positive integer, got {gpus_per_server!r}")
+    if servers * gpus_per_server > MAX_GPUS:
+        raise TopologyError(
+            f"servers × gpus-per-server: {servers * gpus_per_server:,} GPUs, more than {MAX_GPUS:,}"
+        )
     k = gpus_per_server if nics_per_server is None else nics_per_server
     if not isinstance(k, int) or k < 1 or k > gpus_per_server:
         raise TopologyError(
@@ -198,6 +202,8 @@ def uniform_switch(n: int, bw: object = DEFAULT_NIC_BW * 8, straggler_beta: obje
     """
     if not isinstance(n, int) or n < 1:
         raise TopologyError(f"endpoints: must be a positive integer, got {n!r}")
+    if n > MAX_GPUS:
+        raise TopologyError(f"endpoints: {n:,}, more than {MAX_GPUS:,}")
     b = _bw(bw, "bandwidth")
     beta = as_fraction(straggler_beta, "beta")
     if not 0 < beta <= 1:

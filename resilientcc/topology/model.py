@@ -14,12 +14,25 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
 
-__all__ = ["GPU", "LINK_KINDS", "NIC", "NODE_KINDS", "SWITCH", "Link", "Node", "Topology"]
+__all__ = [
+    "GPU",
+    "LINK_KINDS",
+    "MAX_GPUS",
+    "NIC",
+    "NODE_KINDS",
+    "SWITCH",
+    "Link",
+    "Node",
+    "Topology",
+]
 
 GPU = "gpu"
 NIC = "nic"
 SWITCH = "switch"
 NODE_KINDS = (GPU, NIC, SWITCH)
+#: the most GPUs a topology (and a schedule) may have: 131,072, beyond any cluster the
+#: tools are made for; a file or an option asking for more would make them allocate per rank
+MAX_GPUS = 2**17
 #: link kinds; ``"network"`` links are the ones a server's NIC bandwidth is summed over
 LINK_KINDS = ("nvlink", "pcie", "network", "custom")
 

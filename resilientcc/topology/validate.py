@@ -5,7 +5,7 @@ from __future__ import annotations
 import networkx as nx
 
 from resilientcc.errors import TopologyError
-from resilientcc.topology.model import GPU, LINK_KINDS, NODE_KINDS, Topology
+from resilientcc.topology.model import GPU, LINK_KINDS, MAX_GPUS, NODE_KINDS, Topology
 from resilientcc.units import MAX_TIME, check_bandwidth_range
 
 __all__ = ["to_networkx", "validate"]
@@ -45,6 +45,8 @@ def validate(topo: Topology, where: str = "topology") -> Topology:
     ranks = sorted(g.rank for g in topo.nodes if g.kind == GPU and g.rank is not None)
     if not ranks:
         raise TopologyError(f"{where}: no GPUs")
+    if len(ranks) > MAX_GPUS:
+        raise TopologyError(f"{where}: {len(ranks):,} GPUs, more than {MAX_GPUS:,}")
     if ranks != list(range(len(ranks))):
         raise TopologyError(
             f"{where}: GPU ranks must be 0..{len(ranks) - 1} without gaps or repeats"
