@@ -186,3 +186,18 @@ def test_unwritable_plot_fails_before_simulating(
     assert "--plot: cannot write" in res.output and "no folder" in res.output
     res = _run(str(tmp_path), "-n", "2", "-g", "2")
     assert res.exit_code == 2 and "is a directory" in res.output
+
+
+def test_builder_options_clash_with_a_topology_file(tmp_path: Path) -> None:
+    """-n with --topology used to be ignored silently; now it is an error naming the
+    options, while --fail (an edit of the file's cluster) and defaults still work."""
+    from resilientcc.topology.io import save_topology
+
+    f = tmp_path / "t.json"
+    save_topology(hierarchical(2, 2), f)
+    for cmd in (["sim", "ring"], ["bound"], ["synth", "ring", "-o", str(tmp_path / "s.json")]):
+        res = runner.invoke(app, [*cmd, "--topology", str(f), "-n", "5", "--nic-bw", "100Gbps"])
+        assert res.exit_code == 2, res.output
+        assert "--servers, --nic-bw cannot be combined with a topology file" in res.output
+        res = runner.invoke(app, [*cmd, "--topology", str(f), "--fail", "0:1", "--size", "1MiB"])
+        assert res.exit_code == 0, res.output

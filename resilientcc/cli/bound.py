@@ -159,6 +159,7 @@ def _print_table(rep: dict[str, Any], size: Fraction) -> None:
 @app.command("bound")
 @handle_errors
 def bound(
+    ctx: typer.Context,
     servers: ServersOpt = 4,
     gpus_per_server: GpusOpt = 8,
     nics_per_server: NicsOpt = None,
@@ -181,7 +182,15 @@ def bound(
         raise InputError(f"--method: must be auto, closed-form or lp, got {method!r}")
     m = parse_size_option(size)
     topo = build_topology(
-        servers, gpus_per_server, nics_per_server, nic_bw, nvlink_bw, fabric, fail, topology
+        servers,
+        gpus_per_server,
+        nics_per_server,
+        nic_bw,
+        nvlink_bw,
+        fabric,
+        fail,
+        topology,
+        ctx=ctx,
     )
     rep = bound_report(topo, m, meth)
     if as_json:

@@ -97,6 +97,29 @@ def parse_size_option(text: str) -> Any:
     return parse_size(text, "--size")
 
 
+#: the builder's options (parameter name -> flag), which ``--topology`` replaces
+BUILDER_OPTIONS = {
+    "servers": "--servers",
+    "gpus_per_server": "--gpus-per-server",
+    "nics_per_server": "--nics-per-server",
+    "nic_bw": "--nic-bw",
+    "nvlink_bw": "--nvlink-bw",
+    "fabric": "--fabric",
+}
+
+
+def _given_on_command_line(ctx: Any, options: dict[str, str]) -> list[str]:
+    """The flags of ``options`` that the user typed (not defaults); none without ``ctx``."""
+    if ctx is None:
+        return []
+    given = []
+    for name, flag in options.items():
+        source = ctx.get_parameter_source(name) if name in ctx.params else None
+        if source is not None and source.name == "COMMANDLINE":
+            given.append(flag)
+    return given
+
+
 def build_topology(
     servers: int,
     gpus_per_server: int,
@@ -106,9 +129,20 @@ def build_topology(
     fabric: str,
     fail: list[str] | None,
     topology_file: Path | None,
+    ctx: Any = None,
 ) -> Topology:
-    """Build the topology the options describe (file or builder), then apply ``--fail``."""
+    """Build the topology the options describe (file or builder), then apply ``--fail``.
+
+    With ``--topology`` the file describes the cluster, so a builder option also given on
+    the command line is an error rather than silently ignored.
+    """
     if topology_file is not None:
+        clash = _given_on_command_line(ctx, BUILDER_OPTIONS)
+        if clash:
+            raise InputError(
+                f"--topology: {', '.join(clash)} cannot be combined with a topology file "
+                "(the file describes the cluster; --fail still applies)"
+            )
         topo = load_topology(topology_file)
     else:
         if fabric not in ("rail", "switch"):

@@ -175,6 +175,7 @@ def _print_table(rep: dict[str, Any]) -> None:
 @app.command("sim")
 @handle_errors
 def sim(
+    ctx: typer.Context,
     schedule: Annotated[
         str,
         typer.Argument(
@@ -235,7 +236,15 @@ def sim(
     m = parse_size_option(size)
     base = float(parse_time(base_latency, "--base-latency"))
     topo = build_topology(
-        servers, gpus_per_server, nics_per_server, nic_bw, nvlink_bw, fabric, fail, topology_file
+        servers,
+        gpus_per_server,
+        nics_per_server,
+        nic_bw,
+        nvlink_bw,
+        fabric,
+        fail,
+        topology_file,
+        ctx=ctx,
     )
     path = Path(schedule)
     if path.is_file():

@@ -44,6 +44,7 @@ def _check_schedule(sched: Schedule) -> Schedule:
 @app.command("synth")
 @handle_errors
 def synth(
+    ctx: typer.Context,
     algorithm: Annotated[
         str,
         typer.Argument(
@@ -85,7 +86,15 @@ def synth(
     gen = None if from_file else get_generator(algorithm)
     m = parse_size_option(size)
     topo = build_topology(
-        servers, gpus_per_server, nics_per_server, nic_bw, nvlink_bw, fabric, fail, topology_file
+        servers,
+        gpus_per_server,
+        nics_per_server,
+        nic_bw,
+        nvlink_bw,
+        fabric,
+        fail,
+        topology_file,
+        ctx=ctx,
     )
     sched = gen(topo, m) if gen is not None else _check_schedule(load_schedule_for(source, topo))
     if fmt == "json":
