@@ -94,3 +94,30 @@ def test_bad_input_exit_2(tmp_path: Path, content: str | None) -> None:
 def test_bad_options_exit_2(good: Path) -> None:
     assert runner.invoke(app, ["verify", str(good), "--failures", "3"]).exit_code == 2
     assert runner.invoke(app, ["verify", str(good), "--timeout", "-1"]).exit_code == 2
+
+
+def test_large_schedules_report_each_check_on_stderr(
+    good: Path, racy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From PROGRESS_TRANSFERS transfers each property is announced and its verdict and
+    time printed on stderr; stdout (and --json) is unchanged; smaller files stay quiet."""
+    import resilientcc.cli.verify as cli_verify
+
+    quiet = runner.invoke(app, ["verify", str(good), "--json"])
+    assert quiet.stderr == ""
+    monkeypatch.setattr(cli_verify, "PROGRESS_TRANSFERS", 1)
+    r = runner.invoke(app, ["verify", str(good), "--json"])
+    assert r.exit_code == 0
+
+    def verdicts(out: str) -> list[tuple[str, str]]:
+        d = json.loads(out)
+        return [("all", d["verdict"])] + [(x["property"], x["verdict"]) for x in d["results"]]
+
+    assert verdicts(r.stdout) == verdicts(quiet.stdout)
+    lines = r.stderr.splitlines()
+    props = [ln.split()[1] for ln in lines if ln.startswith("checking ")]
+    assert props == ["deadlock_free", "race_free", "lossless"]
+    assert sum("proved in" in ln for ln in lines) == 3
+    r = runner.invoke(app, ["verify", str(racy)])
+    assert r.exit_code == 1
+    assert "violated in" in r.stderr  # stops at the violated property

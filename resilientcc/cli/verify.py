@@ -7,8 +7,9 @@ solver gave up or ran out of time), 2 bad input (missing or malformed file).
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,6 +18,9 @@ from resilientcc.cli.common import handle_errors
 from resilientcc.errors import InputError
 
 __all__ = ["EXIT_CODES", "verify_command"]
+
+#: from this many transfers ``rcc verify`` says on stderr what it is checking
+PROGRESS_TRANSFERS = 50_000
 
 #: verdict -> exit code
 EXIT_CODES = {"proved": 0, "violated": 1, "unknown": 3}
@@ -56,6 +60,20 @@ def verify_command(
     if gpus_per_server is not None and gpus_per_server < 1:
         raise InputError(f"--gpus-per-server: must be positive, got {gpus_per_server}")
     schedule = load_schedule(file)
+    say = None
+    if len(schedule.transfers) >= PROGRESS_TRANSFERS:
+        started: dict[str, float] = {}
+
+        def say(prop: str, result: Any) -> None:
+            if result is None:
+                started[prop] = time.monotonic()
+                typer.echo(
+                    f"checking {prop} over {len(schedule.transfers):,} transfers...", err=True
+                )
+            else:
+                secs = time.monotonic() - started[prop]
+                typer.echo(f"  {result.verdict} in {secs:.0f} s", err=True)
+
     report = verify(
         schedule,
         failover=failover,
@@ -63,6 +81,7 @@ def verify_command(
         dedup=not no_dedup,
         gpus_per_server=gpus_per_server,
         timeout_s=timeout,
+        progress=say,
     )
     if as_json:
         typer.echo(json.dumps(report.to_dict()))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from resilientcc.errors import VerificationError
 from resilientcc.schedules.ir import Schedule
@@ -36,6 +36,7 @@ def verify(
     dedup: bool = True,
     gpus_per_server: int | None = None,
     timeout_s: float | None = None,
+    progress: Callable[[str, PropertyResult | None], None] | None = None,
 ) -> VerificationReport:
     """Prove the properties of DESIGN.md §6 for ``schedule`` or return a counterexample.
 
@@ -52,6 +53,8 @@ def verify(
         dedup: the receiver commits a transfer at most once (failover).
         gpus_per_server: fail channels per server rather than everywhere (failover).
         timeout_s: solver budget in seconds; when spent the verdict is ``unknown``.
+        progress: called with ``(property, None)`` before each check and with
+            ``(property, result)`` after it (for progress on large schedules).
 
     Returns:
         A :class:`~resilientcc.verify.result.VerificationReport`.
@@ -86,6 +89,8 @@ def verify(
             continue
         # what is left of the one budget (≤ 0 once spent: the check then reports unknown)
         left = None if timeout_s is None else timeout_s - deadline.elapsed()
+        if progress is not None:
+            progress(prop, None)
         if prop == "deadlock_free":
             r = check_deadlock_free(schedule, timeout_s=left, graph=graph)
         elif prop == "race_free":
@@ -102,6 +107,8 @@ def verify(
                 graph=graph,
             )
         results.append(r)
+        if progress is not None:
+            progress(prop, r)
         if r.verdict == VIOLATED:
             break
     secs = time.perf_counter() - t0
