@@ -167,7 +167,7 @@ def bound(
     nvlink_bw: NvlinkBwOpt = "450GB/s",
     fabric: FabricOpt = "rail",
     fail: FailOpt = None,
-    topology: TopologyFileOpt = None,
+    topology_file: TopologyFileOpt = None,
     size: SizeOpt = "1GiB",
     method: MethodOpt = "auto",
     as_json: JsonOpt = False,
@@ -181,17 +181,7 @@ def bound(
     if meth not in ("auto", "closed_form", "lp"):
         raise InputError(f"--method: must be auto, closed-form or lp, got {method!r}")
     m = parse_size_option(size)
-    topo = build_topology(
-        servers,
-        gpus_per_server,
-        nics_per_server,
-        nic_bw,
-        nvlink_bw,
-        fabric,
-        fail,
-        topology,
-        ctx=ctx,
-    )
+    topo = build_topology(ctx)
     rep = bound_report(topo, m, meth)
     if as_json:
         typer.echo(json.dumps(rep))

@@ -120,22 +120,18 @@ def _given_on_command_line(ctx: Any, options: dict[str, str]) -> list[str]:
     return given
 
 
-def build_topology(
-    servers: int,
-    gpus_per_server: int,
-    nics_per_server: int | None,
-    nic_bw: str,
-    nvlink_bw: str,
-    fabric: str,
-    fail: list[str] | None,
-    topology_file: Path | None,
-    ctx: Any = None,
-) -> Topology:
-    """Build the topology the options describe (file or builder), then apply ``--fail``.
+def build_topology(ctx: Any) -> Topology:
+    """The cluster a command's options describe: a ``--topology`` file or the builder
+    (``--servers`` … ``--fabric``), then ``--fail`` applied.
 
-    With ``--topology`` the file describes the cluster, so a builder option also given on
-    the command line is an error rather than silently ignored.
+    Reads the options from the command's context, under the parameter names of the
+    shared option types above (``servers``, ``gpus_per_server``, ``nics_per_server``,
+    ``nic_bw``, ``nvlink_bw``, ``fabric``, ``fail``, ``topology_file``). With a file, a
+    builder option also typed on the command line is an error rather than silently
+    ignored.
     """
+    opts = ctx.params
+    topology_file: Path | None = opts["topology_file"]
     if topology_file is not None:
         clash = _given_on_command_line(ctx, BUILDER_OPTIONS)
         if clash:
@@ -145,17 +141,18 @@ def build_topology(
             )
         topo = load_topology(topology_file)
     else:
+        fabric = opts["fabric"]
         if fabric not in ("rail", "switch"):
             raise InputError(f"--fabric: must be 'rail' or 'switch', got {fabric!r}")
         topo = hierarchical(
-            servers,
-            gpus_per_server,
-            nics_per_server,
-            nic_bw=parse_bandwidth(nic_bw, "--nic-bw"),
-            nvlink_bw=parse_bandwidth(nvlink_bw, "--nvlink-bw"),
+            opts["servers"],
+            opts["gpus_per_server"],
+            opts["nics_per_server"],
+            nic_bw=parse_bandwidth(opts["nic_bw"], "--nic-bw"),
+            nvlink_bw=parse_bandwidth(opts["nvlink_bw"], "--nvlink-bw"),
             fabric=fabric,
         )
-    return apply_fail_specs(topo, fail or [])
+    return apply_fail_specs(topo, opts["fail"] or [])
 
 
 def stdout_is_tty() -> bool:

@@ -235,17 +235,7 @@ def sim(
         check_writable(plot_file, "--plot")  # before the simulation, which can take minutes
     m = parse_size_option(size)
     base = float(parse_time(base_latency, "--base-latency"))
-    topo = build_topology(
-        servers,
-        gpus_per_server,
-        nics_per_server,
-        nic_bw,
-        nvlink_bw,
-        fabric,
-        fail,
-        topology_file,
-        ctx=ctx,
-    )
+    topo = build_topology(ctx)
     path = Path(schedule)
     if path.is_file():
         sched = load_schedule_for(path, topo)

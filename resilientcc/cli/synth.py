@@ -85,17 +85,7 @@ def synth(
     from_file = source.suffix in (".json", ".xml")
     gen = None if from_file else get_generator(algorithm)
     m = parse_size_option(size)
-    topo = build_topology(
-        servers,
-        gpus_per_server,
-        nics_per_server,
-        nic_bw,
-        nvlink_bw,
-        fabric,
-        fail,
-        topology_file,
-        ctx=ctx,
-    )
+    topo = build_topology(ctx)
     sched = gen(topo, m) if gen is not None else _check_schedule(load_schedule_for(source, topo))
     if fmt == "json":
         from resilientcc.schedules.serialize import save_schedule
