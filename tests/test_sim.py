@@ -231,3 +231,20 @@ def test_docs_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     page = (root / "docs" / "simulator.md").read_text()
     for line in out.splitlines():  # the page shows what the example prints
         assert line in page, line
+
+
+def test_gantt_draws_a_sample_spanning_the_whole_run() -> None:
+    """Over the bar cap the Gantt chart takes every k-th transfer (it used to take the
+    first ones, so a large run's chart stopped a fifth of the way in)."""
+    from resilientcc.sim.plot import gantt_selection
+
+    topo = hierarchical(2, 4)
+    res = simulate(ring(topo, Fraction(2**20)), topo)
+    every = gantt_selection(res)
+    assert len(every) == res.num_transfers  # under the cap: all of them
+    few = gantt_selection(res, max_bars=10)
+    assert 5 <= len(few) <= 10
+    assert set(few) <= set(every)
+    late = float(np.max(res.start_s[few]))
+    assert late >= 0.8 * float(np.max(res.start_s))
+    assert len(gantt_selection(res, max_ranks=1)) == int(np.sum(res.src < 1))
