@@ -14,6 +14,7 @@ process pool (simulations are independent).
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -71,18 +72,29 @@ class Row:
 
 
 class FileCache(dict[str, float]):
-    """Simulated times saved to a JSON file after every new entry (runs can resume)."""
+    """Simulated times saved to a JSON file after every new entry (runs can resume).
+
+    A file that is not a JSON object, or entries that are not finite non-negative
+    numbers, are left out (``skipped`` counts the entries): those times are simulated
+    again.
+    """
 
     def __init__(self, path: str | os.PathLike[str], *, fresh: bool = False) -> None:
         super().__init__()
         self.path = Path(path)
+        self.skipped = 0
         if self.path.exists() and not fresh:
             try:
                 data = json.loads(self.path.read_text())
-            except (OSError, json.JSONDecodeError):
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
                 data = {}
             if isinstance(data, dict):
-                super().update({str(k): float(v) for k, v in data.items()})
+                for k, v in data.items():
+                    ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+                    if ok and math.isfinite(v) and v >= 0:
+                        super().__setitem__(str(k), float(v))
+                    else:
+                        self.skipped += 1
 
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

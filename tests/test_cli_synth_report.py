@@ -197,3 +197,16 @@ def test_synth_verify_proves_my_generators(algo, tmp_path):
     )
     assert r.exit_code == 0, r.output
     assert "verify: proved" in r.output
+
+
+def test_file_cache_leaves_out_what_is_not_a_time(tmp_path):
+    """A cache edited by hand or cut short: entries that are not finite non-negative
+    numbers are dropped (and simulated again), the rest kept; a broken file is empty."""
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps({"a": 0.5, "b": "x", "c": True, "d": -1, "e": 2, "f": None}))
+    cache = report_lib.FileCache(path)
+    assert dict(cache) == {"a": 0.5, "e": 2.0} and cache.skipped == 4
+    path.write_text("{cut")
+    assert dict(report_lib.FileCache(path)) == {}
+    path.write_text("[1, 2]")
+    assert dict(report_lib.FileCache(path)) == {}

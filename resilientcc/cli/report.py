@@ -92,6 +92,8 @@ def report(
         typer.echo(msg, err=True)
 
     cache = FileCache(out / "cache.json", fresh=fresh)
+    if cache.skipped:
+        say(f"{out / 'cache.json'}: not times, simulated again: {cache.skipped} entries")
     rows = flagship(srv, ks, szs, workers=workers or None, progress=say, cache=cache)
     paths = write_report(rows, out)
     typer.echo(rows_to_markdown(rows))
