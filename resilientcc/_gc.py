@@ -4,9 +4,11 @@ Building a schedule allocates millions of tuples, sets and :class:`Transfer` obj
 frees almost none of them, so every automatic collection walks a growing heap and finds
 nothing to free: on 8 × 8 GPUs (OptCC at 1 GiB, 1.4 million transfers) collections took a
 third of the generation time (16.6 s against 11.0 s without them), on 16 × 8 GPUs (5.5
-million) 75 s against 55 s with the collector off for the whole process. The builders make no reference cycles that matter, and
-whatever they leave is collected once the collector is enabled again. Reference counting,
-which frees nearly everything, is unaffected.
+million) 75 s against 55 s with the collector off for the whole process. The builders
+make no reference cycles that matter, and whatever they leave is collected once the
+collector is enabled again. Reference counting, which frees nearly everything, is
+unaffected. The verifier builds Z3 terms the same way (OptCC on 4 × 8 GPUs, 285,696
+transfers: 31.6 s → 25.7 s).
 """
 
 from __future__ import annotations

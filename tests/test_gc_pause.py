@@ -1,4 +1,5 @@
-"""The generators and the schedule file I/O pause the cyclic GC, and always restore it."""
+"""The generators, the schedule file I/O and the verifier pause the cyclic GC, and always
+restore it."""
 
 from __future__ import annotations
 
@@ -86,3 +87,19 @@ def test_schedule_io_restores(tmp_path) -> None:
 
 def test_doctests() -> None:
     assert doctest.testmod(resilientcc._gc).failed == 0
+
+
+def test_verify_runs_paused_and_restores(monkeypatch: pytest.MonkeyPatch) -> None:
+    from resilientcc.verify import api
+    from resilientcc.verify.examples import ring_allreduce
+
+    seen: list[bool] = []
+    real = api.check_lossless
+
+    def spy(*a, **k):
+        seen.append(gc.isenabled())
+        return real(*a, **k)
+
+    monkeypatch.setattr(api, "check_lossless", spy)
+    assert api.verify(ring_allreduce(4)).verdict == "proved"
+    assert seen == [False] and gc.isenabled()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from resilientcc._gc import gc_paused
 from resilientcc.errors import VerificationError
 from resilientcc.schedules.ir import Schedule
 from resilientcc.verify.deadlock import check_deadlock_free
@@ -27,6 +28,7 @@ __all__ = ["DEFAULT_PROPERTIES", "verify"]
 DEFAULT_PROPERTIES = ("lossless", "race_free", "deadlock_free")
 
 
+@gc_paused
 def verify(
     schedule: Schedule,
     *,
