@@ -210,3 +210,13 @@ def test_file_cache_leaves_out_what_is_not_a_time(tmp_path):
     assert dict(report_lib.FileCache(path)) == {}
     path.write_text("[1, 2]")
     assert dict(report_lib.FileCache(path)) == {}
+
+
+def test_synth_verify_reports_progress_on_large_schedules(tmp_path, monkeypatch):
+    import resilientcc.cli.verify as cli_verify
+
+    monkeypatch.setattr(cli_verify, "PROGRESS_TRANSFERS", 1)
+    r = run("synth", "ring", "-n", "2", "-g", "2", "-o", str(tmp_path / "o.json"), "--verify")
+    assert r.exit_code == 0, r.output
+    assert "checking lossless over 48 transfers..." in r.stderr
+    assert "verify: proved" in r.stdout

@@ -100,9 +100,10 @@ def synth(
         f"{len(sched.transfers)} transfers -> {output}"
     )
     if verify:
+        from resilientcc.cli.verify import progress_for
         from resilientcc.verify import verify as run_verify  # type: ignore[attr-defined]
 
-        rep = run_verify(sched)
+        rep = run_verify(sched, progress=progress_for(len(sched.transfers)))
         verdict = getattr(rep, "verdict", "unknown")
         typer.echo(f"verify: {verdict}")
         if verdict == "violated":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +25,24 @@ PROGRESS_TRANSFERS = 50_000
 
 #: verdict -> exit code
 EXIT_CODES = {"proved": 0, "violated": 1, "unknown": 3}
+
+
+def progress_for(transfers: int) -> Callable[[str, Any], None] | None:
+    """``verify(progress=)`` that says on stderr what it checks, for schedules of
+    :data:`PROGRESS_TRANSFERS` transfers or more (``None`` below: quiet)."""
+    if transfers < PROGRESS_TRANSFERS:
+        return None
+    started: dict[str, float] = {}
+
+    def say(prop: str, result: Any) -> None:
+        if result is None:
+            started[prop] = time.monotonic()
+            typer.echo(f"checking {prop} over {transfers:,} transfers...", err=True)
+        else:
+            secs = time.monotonic() - started[prop]
+            typer.echo(f"  {result.verdict} in {secs:.0f} s", err=True)
+
+    return say
 
 
 @app.command("verify")
@@ -60,20 +79,6 @@ def verify_command(
     if gpus_per_server is not None and gpus_per_server < 1:
         raise InputError(f"--gpus-per-server: must be positive, got {gpus_per_server}")
     schedule = load_schedule(file)
-    say = None
-    if len(schedule.transfers) >= PROGRESS_TRANSFERS:
-        started: dict[str, float] = {}
-
-        def say(prop: str, result: Any) -> None:
-            if result is None:
-                started[prop] = time.monotonic()
-                typer.echo(
-                    f"checking {prop} over {len(schedule.transfers):,} transfers...", err=True
-                )
-            else:
-                secs = time.monotonic() - started[prop]
-                typer.echo(f"  {result.verdict} in {secs:.0f} s", err=True)
-
     report = verify(
         schedule,
         failover=failover,
@@ -81,7 +86,7 @@ def verify_command(
         dedup=not no_dedup,
         gpus_per_server=gpus_per_server,
         timeout_s=timeout,
-        progress=say,
+        progress=progress_for(len(schedule.transfers)),
     )
     if as_json:
         typer.echo(json.dumps(report.to_dict()))
