@@ -17,7 +17,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -213,8 +213,10 @@ def flagship(
             record(i, *_simulate(job))
     else:
         with ProcessPoolExecutor(max_workers=nworkers) as pool:
-            for i, out in enumerate(pool.map(_simulate, jobs)):
-                record(i, *out)
+            # as each finishes (in order, a slow first job hid every later result)
+            futures = [pool.submit(_simulate, job) for job in jobs]
+            for i, fut in enumerate(as_completed(futures)):
+                record(i, *fut.result())
     rows = []
     for size in sizes:
         for n in servers:
