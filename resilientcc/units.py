@@ -110,7 +110,7 @@ def as_fraction(value: object, what: str = "value") -> Fraction:
     raise InputError(f"{what}: expected a number, got {type(value).__name__}")
 
 
-def _split(text: str, what: str, example: str = "'1GiB', '400Gbps'") -> tuple[Fraction, str]:
+def _split(text: str, what: str, example: str) -> tuple[Fraction, str]:
     if re.fullmatch(r"\s*[0-9]+\s*/\s*[0-9]+\s*", text):  # exact rational, no unit
         try:
             return Fraction(text.replace(" ", "")), ""

@@ -108,18 +108,6 @@ BUILDER_OPTIONS = {
 }
 
 
-def _given_on_command_line(ctx: Any, options: dict[str, str]) -> list[str]:
-    """The flags of ``options`` that the user typed (not defaults); none without ``ctx``."""
-    if ctx is None:
-        return []
-    given = []
-    for name, flag in options.items():
-        source = ctx.get_parameter_source(name) if name in ctx.params else None
-        if source is not None and source.name == "COMMANDLINE":
-            given.append(flag)
-    return given
-
-
 def build_topology(ctx: Any) -> Topology:
     """The cluster a command's options describe: a ``--topology`` file or the builder
     (``--servers`` … ``--fabric``), then ``--fail`` applied.
@@ -133,7 +121,11 @@ def build_topology(ctx: Any) -> Topology:
     opts = ctx.params
     topology_file: Path | None = opts["topology_file"]
     if topology_file is not None:
-        clash = _given_on_command_line(ctx, BUILDER_OPTIONS)
+        # typed by the user, not defaults (get_parameter_source: None for unknown names)
+        sources = {flag: ctx.get_parameter_source(name) for name, flag in BUILDER_OPTIONS.items()}
+        clash = [
+            flag for flag, src in sources.items() if src is not None and src.name == "COMMANDLINE"
+        ]
         if clash:
             raise InputError(
                 f"--topology: {', '.join(clash)} cannot be combined with a topology file "

@@ -32,13 +32,13 @@ from resilientcc.errors import InputError
 from resilientcc.schedules.ir import Schedule
 from resilientcc.schedules.ring import (
     ServerLayout,
-    check_size,
     maybe_check,
     nic_capacity,
     ring_allreduce,
     server_layouts,
 )
 from resilientcc.topology.model import Topology
+from resilientcc.units import to_size
 
 __all__ = ["BalanceRings", "balance", "balance_rings", "hop_partition"]
 
@@ -197,7 +197,7 @@ def balance(topology: Topology, size: Fraction, *, check: bool = True, **options
     """
     if options:
         raise InputError(f"balance: unknown option(s) {', '.join(sorted(options))}")
-    size = check_size(size)
+    size = to_size(size)
     layouts = server_layouts(topology)
     has_network = len(layouts) > 1 and all(lay.nics for lay in layouts.values())
     if not has_network:

@@ -38,7 +38,6 @@ from resilientcc.units import MAX_SIZE
 __all__ = [
     "COPY",
     "MAX_CHANNEL",
-    "MAX_RANKS",
     "OPS",
     "REDUCE",
     "Chunk",
@@ -46,10 +45,6 @@ __all__ = [
     "Transfer",
     "uniform_chunks",
 ]
-
-#: the most ranks a schedule may have (:data:`~resilientcc.topology.model.MAX_GPUS`,
-#: 131,072: a file claiming more would make the executor and the verifier allocate per rank)
-MAX_RANKS = MAX_GPUS
 
 #: the largest channel index (the simulator and the exporters keep channels in C ints)
 MAX_CHANNEL = 2**20 - 1
@@ -156,9 +151,9 @@ class Schedule:
         """
         if self.ranks < 1:
             raise ScheduleError(f"schedule {self.name!r}: needs at least one rank")
-        if self.ranks > MAX_RANKS:
+        if self.ranks > MAX_GPUS:  # the executor and the verifier allocate per rank
             raise ScheduleError(
-                f"schedule {self.name!r}: {self.ranks} ranks, more than {MAX_RANKS:,} (2**17)"
+                f"schedule {self.name!r}: {self.ranks} ranks, more than {MAX_GPUS:,} (2**17)"
             )
         if self.collective != "allreduce":
             raise ScheduleError(

@@ -39,7 +39,6 @@ from resilientcc.units import to_size
 __all__ = [
     "CHECK_CAP",
     "ServerLayout",
-    "check_size",
     "maybe_check",
     "nic_capacity",
     "pxn_remap",
@@ -166,11 +165,6 @@ def nic_capacity(topology: Topology, server: int, nic: int, direction: str = "ou
 
 #: the most ring channels (NCCL's MAXCHANNELS is 32; each channel is a whole ring)
 MAX_RING_CHANNELS = 64
-
-
-def check_size(size: object) -> Fraction:
-    """Validate a message size for a generator (:func:`~resilientcc.units.to_size`)."""
-    return to_size(size, "size")
 
 
 def maybe_check(schedule: Schedule, check: bool) -> Schedule:
@@ -302,7 +296,7 @@ def ring(
         (8, 48)
     """
     _no_options("ring", options)
-    size = check_size(size)
+    size = to_size(size)
     layouts = server_layouts(topology)
     k_max = max((len(lay.nics) for lay in layouts.values()), default=0)
     n_ch = max(1, k_max) if channels is None else channels
