@@ -3,13 +3,11 @@ restore it."""
 
 from __future__ import annotations
 
-import doctest
 import gc
 from fractions import Fraction
 
 import pytest
 
-import resilientcc._gc
 from resilientcc._gc import gc_paused, paused_gc
 from resilientcc.errors import InputError, ScheduleError
 from resilientcc.schedules.generators import GENERATORS, get_generator
@@ -83,10 +81,6 @@ def test_schedule_io_restores(tmp_path) -> None:
     with pytest.raises(ScheduleError):
         load_schedule(tmp_path / "bad.json")
     assert gc.isenabled()
-
-
-def test_doctests() -> None:
-    assert doctest.testmod(resilientcc._gc).failed == 0
 
 
 def test_verify_runs_paused_and_restores(monkeypatch: pytest.MonkeyPatch) -> None:

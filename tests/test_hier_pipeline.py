@@ -300,22 +300,6 @@ def test_simulated_between_bound_and_the_other_variants():
 
 
 @pytest.mark.parametrize(
-    "module",
-    [
-        "resilientcc.schedules.hier_pipeline",
-        "resilientcc.schedules.optcc",
-        "resilientcc.schedules.direct",
-        "resilientcc.schedules._build",
-    ],
-)
-def test_doctests(module):
-    import doctest
-    import importlib
-
-    assert doctest.testmod(importlib.import_module(module)).failed == 0
-
-
-@pytest.mark.parametrize(
     ("servers", "gpus", "slow", "lost"), [(4, 4, 2, 1), (5, 8, 2, 2), (6, 4, 3, 1), (4, 8, 2, 4)]
 )
 def test_several_degraded_servers_alike(servers, gpus, slow, lost):

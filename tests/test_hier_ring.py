@@ -581,14 +581,6 @@ def test_hier_ring_asked_where_it_cannot_run() -> None:
         optcc(fail_nics(hierarchical(2, 4), 0, 1), M, hier_ring=True)
 
 
-def test_doctests() -> None:
-    import doctest
-
-    import resilientcc.schedules.hier_ring as mod
-
-    assert doctest.testmod(mod).failed == 0
-
-
 @pytest.mark.parametrize("window", [0, 2])
 def test_straggler_egress_window(window: int) -> None:
     """The straggler's partials of piece k depend on its partials of piece k − W (same GPU)."""

@@ -121,14 +121,6 @@ def test_range_edges_are_accepted():
     assert parse_time("1e6s") == 10**6
 
 
-def test_units_doctests():
-    import doctest
-
-    import resilientcc.units
-
-    assert doctest.testmod(resilientcc.units).failed == 0
-
-
 def test_generators_and_bounds_read_sizes_alike():
     """A size given as text, int, Fraction or float means the same to every entry point."""
     from resilientcc.bounds import lower_bound

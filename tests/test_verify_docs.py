@@ -1,13 +1,9 @@
-"""The worked counterexample in docs/verification.md, and the verify modules' doctests."""
+"""The worked counterexample in docs/verification.md (the modules' doctests: test_doctests.py)."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import runpy
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "docs_src" / "verify" / "worked_counterexample.py"
@@ -27,21 +23,3 @@ def test_worked_counterexample_matches_the_docs() -> None:
     assert golden.startswith(head.strip()), "regenerate: python " + str(SCRIPT)
     assert "failover_lossless violated" in golden and "delivered" in out
     assert "worked_counterexample.txt" in (ROOT / "docs" / "verification.md").read_text()
-
-
-@pytest.mark.parametrize(
-    "module",
-    [
-        "resilientcc.verify",
-        "resilientcc.verify.api",
-        "resilientcc.verify.deadlock",
-        "resilientcc.verify.races",
-        "resilientcc.verify.lossless",
-        "resilientcc.verify.failover",
-        "resilientcc.verify.examples",
-        "resilientcc.verify.mutants",
-    ],
-)
-def test_doctests(module: str) -> None:
-    res = doctest.testmod(importlib.import_module(module))
-    assert res.failed == 0
