@@ -217,7 +217,10 @@ def sim(
     ] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     plot_file: Annotated[
-        Path | None, typer.Option("--plot", help="Write a Gantt + link-utilisation PNG.")
+        Path | None,
+        typer.Option(
+            "--plot", help="Write a PNG: a Gantt chart and the throughput by kind of transfer."
+        ),
     ] = None,
 ) -> None:
     """Simulate SCHEDULE (a file or an algorithm) on the cluster, next to the lower bound.
@@ -283,9 +286,9 @@ def sim(
     )
     res = rep.pop("_result")
     if plot_file is not None:
-        from resilientcc.sim.plot import plot
+        from resilientcc.sim.plot import plot, transfer_kinds
 
-        plot(res, plot_file)
+        plot(res, plot_file, kinds=transfer_kinds(res, sched, topo))
     if as_json:
         typer.echo(json.dumps(rep))
     else:

@@ -12,21 +12,78 @@ from typing import Any
 import numpy as np
 
 from resilientcc.errors import InputError
+from resilientcc.schedules.ir import Schedule
 from resilientcc.sim.result import SimResult
+from resilientcc.topology.model import Topology
 
-__all__ = ["gantt_selection", "plot", "plot_gantt", "utilisation_series"]
+__all__ = [
+    "KINDS",
+    "gantt_selection",
+    "kind_series",
+    "plot",
+    "plot_gantt",
+    "transfer_kinds",
+    "utilisation_series",
+]
 
 _MAX_RANKS = 64
 _MAX_BARS = 200_000
 
+#: what :func:`transfer_kinds` labels a transfer: inside a server (over NVLink) or
+#: between servers (over the network), and whether the receiver adds or overwrites.
+#: In a hierarchical AllReduce they are its four stages: the intra-server
+#: reduce-scatter, the network reduce-scatter, the network all-gather and the
+#: intra-server all-gather.
+KINDS = ("NVLink reduce", "network reduce", "network copy", "NVLink copy")
+
+
+def transfer_kinds(result: SimResult, schedule: Schedule, topology: Topology) -> np.ndarray:
+    """Each simulated transfer's index into :data:`KINDS`.
+
+    A transfer is *network* when its two ranks sit on different servers (or on none:
+    switch-model endpoints), else *NVLink*; ``reduce`` or ``copy`` is its op.
+
+    >>> from fractions import Fraction
+    >>> from resilientcc.schedules.hierarchical import hierarchical as hier
+    >>> from resilientcc.sim import simulate
+    >>> from resilientcc.topology import hierarchical
+    >>> topo = hierarchical(2, 2, 2)
+    >>> sched = hier(topo, Fraction(2**20))
+    >>> res = simulate(sched, topo)
+    >>> kinds = transfer_kinds(res, sched, topo)
+    >>> print(", ".join(KINDS[k] for k in sorted(set(kinds.tolist()))))
+    NVLink reduce, network reduce, network copy, NVLink copy
+    """
+    n = result.num_transfers
+    ts = schedule.transfers
+    ids = np.fromiter((t.id for t in ts), np.int64, len(ts))
+    is_reduce = np.fromiter((t.op == "reduce" for t in ts), bool, len(ts))
+    if len(ts) != n or not np.array_equal(ids, result.transfer_ids):
+        # the result's transfers in another order (or another schedule's): match by id
+        order = np.argsort(ids, kind="stable")
+        at = np.searchsorted(ids[order], result.transfer_ids)
+        if at.size and (at.max() >= len(ts) or np.any(ids[order][at] != result.transfer_ids)):
+            raise InputError("transfer_kinds: the result is not a simulation of this schedule")
+        is_reduce = is_reduce[order][at]
+    # each rank's server, -1 for a GPU in none (switch-model endpoints)
+    server = np.full(max((g.rank or 0 for g in topology.gpus), default=-1) + 1, -1, np.int64)
+    for g in topology.gpus:
+        server[g.rank or 0] = -1 if g.server is None else g.server
+    src, dst = server[result.src], server[result.dst]
+    inside = (src == dst) & (src >= 0)
+    out = np.where(inside, np.where(is_reduce, 0, 3), np.where(is_reduce, 1, 2))
+    return out.astype(np.int8)
+
 
 def utilisation_series(
-    result: SimResult, kind_prefix: str = "", bins: int = 200
+    result: SimResult, bins: int = 200, select: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Aggregate throughput over time, in bytes/s, of the transfers (binned).
 
-    Each transfer contributes its bytes spread evenly over ``[start_s, tx_end_s]``.
-    Returns ``(bin centres in seconds, bytes/s)``. ``kind_prefix`` is unused (reserved).
+    Each transfer contributes its bytes spread evenly over ``[start_s, tx_end_s]`` (one
+    that takes no time adds nothing). ``select``, a boolean mask
+    over the transfers, keeps only some of them; the bins always span the whole run.
+    Returns ``(bin centres in seconds, bytes/s)``.
     """
     span = float(np.nanmax(result.tx_end_s)) if result.num_transfers else 0.0
     if span <= 0:
@@ -34,6 +91,8 @@ def utilisation_series(
     edges = np.linspace(0.0, span, bins + 1)
     rate = np.zeros(bins)
     start, end, nb = result.start_s, result.tx_end_s, result.nbytes
+    if select is not None:
+        start, end, nb = start[select], end[select], nb[select]
     width = edges[1] - edges[0]
     # overlap of [start, end] with each bin, vectorised in blocks
     for lo in range(0, len(start), 50000):
@@ -44,6 +103,24 @@ def utilisation_series(
         dur = np.maximum(e - s, 1e-300)
         rate += (ov / dur * b).sum(axis=0)
     return (edges[:-1] + edges[1:]) / 2, rate / width
+
+
+def kind_series(
+    result: SimResult, kinds: np.ndarray, bins: int = 200
+) -> tuple[np.ndarray, np.ndarray]:
+    """Throughput over time of each of :data:`KINDS`: ``(bin centres, rates)``.
+
+    ``kinds`` comes from :func:`transfer_kinds`; ``rates[k]`` is the bytes/s of kind
+    ``k`` in each bin (:func:`utilisation_series` of its transfers), so the rows sum to
+    the aggregate throughput.
+    """
+    x, _ = utilisation_series(result, bins, select=np.zeros(result.num_transfers, bool))
+    rates = np.zeros((len(KINDS), x.size))
+    for k in range(len(KINDS)):
+        mask = kinds == k
+        if mask.any():
+            rates[k] = utilisation_series(result, bins, select=mask)[1]
+    return x, rates
 
 
 def gantt_selection(
@@ -77,14 +154,21 @@ def _bars(left: np.ndarray, width: np.ndarray, y: np.ndarray, height: float, col
     return PolyCollection(list(verts), facecolors=color, edgecolors="none", linewidths=0)
 
 
-def plot(result: SimResult, path: str | os.PathLike[str], max_ranks: int = _MAX_RANKS) -> None:
+def plot(
+    result: SimResult,
+    path: str | os.PathLike[str],
+    max_ranks: int = _MAX_RANKS,
+    kinds: np.ndarray | None = None,
+) -> None:
     """Write a PNG: Gantt chart of sends per rank (top) and aggregate throughput (bottom).
 
     The transfers of the first ``max_ranks`` ranks are drawn, at most 200 000 bars:
     beyond that every ``k``-th transfer, so that the chart spans the whole run. The bars
     are two collections (``barh`` drew 40,000 bars in half a minute; 8 × 8 GPUs, OptCC,
     1.4 million transfers: 34 s → 5 s to plot). The throughput panel covers every
-    transfer.
+    transfer. With ``kinds`` (:func:`transfer_kinds`) the bars are coloured by kind and
+    the throughput is stacked by kind, so a schedule's stages show; without, the bars
+    are coloured by destination.
 
     Raises:
         InputError: the path does not end in ``.png`` or cannot be written.
@@ -97,16 +181,21 @@ def plot(result: SimResult, path: str | os.PathLike[str], max_ranks: int = _MAX_
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(
-        2, 1, figsize=(10, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
-    )
+    if kinds is None:
+        fig, (ax1, ax2) = plt.subplots(
+            2, 1, figsize=(10, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
+        )
+    else:
+        fig, (ax1, ax2, ax3) = plt.subplots(
+            3, 1, figsize=(10, 8), sharex=True, gridspec_kw={"height_ratios": [3, 1, 1]}
+        )
     sel = gantt_selection(result, max_ranks)
     if sel.size:
         scale = 1e3
         starts = result.start_s[sel] * scale
         widths = (result.tx_end_s[sel] - result.start_s[sel]) * scale
         cmap = plt.get_cmap("tab10")
-        colors = cmap(result.dst[sel] % 10)
+        colors = cmap(result.dst[sel] % 10) if kinds is None else cmap(kinds[sel])
         rows = result.src[sel]
         lat_w = (result.end_s[sel] - result.tx_end_s[sel]) * scale
         # one collection per layer (40,000 separate bars took half a minute to draw)
@@ -119,11 +208,26 @@ def plot(result: SimResult, path: str | os.PathLike[str], max_ranks: int = _MAX_
         f"{result.schedule} on {result.topology}: {result.time_s * 1e3:.4g} ms "
         f"(latency part {result.latency_s * 1e6:.4g} us)"
     )
-    x, r = utilisation_series(result)
-    if x.size:
-        ax2.plot(x * 1e3, r / 1e9)
-    ax2.set_xlabel("time (ms)")
-    ax2.set_ylabel("throughput (GB/s)")
+    if kinds is None:
+        x, r = utilisation_series(result)
+        if x.size:
+            ax2.plot(x * 1e3, r / 1e9)
+        ax2.set_ylabel("throughput (GB/s)")
+        ax2.set_xlabel("time (ms)")
+    else:
+        # the network and NVLink apart: NVLink's aggregate is an order of magnitude larger
+        x, rates = kind_series(result, kinds)
+        for ax, part, where in ((ax2, (1, 2), "network"), (ax3, (0, 3), "NVLink")):
+            if x.size:
+                ax.stackplot(
+                    x * 1e3,
+                    rates[list(part)] / 1e9,
+                    labels=[KINDS[k] for k in part],
+                    colors=[f"C{k}" for k in part],
+                )
+                ax.legend(fontsize=7, loc="upper right")
+            ax.set_ylabel(f"{where} (GB/s)")
+        ax3.set_xlabel("time (ms)")
     fig.tight_layout()
     tmp = out.with_name(f".{out.name}.tmp.png")
     try:
