@@ -54,6 +54,34 @@ def test_json_fields_and_values() -> None:
     assert d["byte_floor_link"].startswith("s") and "nic" in d["byte_floor_link"]
 
 
+def test_simulated_fault_free_ring() -> None:
+    """Next to the closed form, the fault-free ring simulated with the same latencies:
+    the ring on a healthy cluster is its own reference; at zero latency the simulation
+    is the closed form; with latency, at a small size, it is well above it."""
+    d = _json("ring", *SMALL)
+    assert d["fault_free_ring_sim_s"] == d["time_s"]
+    assert d["overhead_vs_fault_free_ring_sim"] == 0.0
+    d = _json("optcc", "-n", "2", "-g", "4", "--size", "4MiB", "--fail", "0:1")
+    assert d["fault_free_ring_sim_s"] > 1.2 * d["fault_free_ring_s"]
+    assert d["overhead_vs_fault_free_ring_sim"] == pytest.approx(
+        d["time_s"] / d["fault_free_ring_sim_s"] - 1
+    )
+    z = _json("balance", *SMALL, "--fail", "0:2", "--zero-latency")
+    assert z["fault_free_ring_sim_s"] == pytest.approx(z["fault_free_ring_s"], rel=1e-9)
+    res = _run("optcc", "-n", "2", "-g", "4", "--size", "4MiB", "--fail", "0:1")
+    assert "fault-free ring, simulated" in res.stdout and "overhead vs it" in res.stdout
+
+
+def test_no_simulated_fault_free_ring_above_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilientcc.cli.sim as cli_sim
+
+    monkeypatch.setattr(cli_sim, "FF_RING_SIM_MAX_GPUS", 4)
+    d = _json("ring", *SMALL)
+    assert d["fault_free_ring_sim_s"] is None and d["overhead_vs_fault_free_ring_sim"] is None
+    assert d["fault_free_ring_s"] is not None
+    assert "fault-free ring, simulated" not in _run("ring", *SMALL).stdout
+
+
 def test_byte_floor_separates_placement_from_dynamics() -> None:
     """Balance on a degraded server: its busiest link (a surviving NIC of the straggler,
     carrying the dead NICs' channels) sets a floor above the bound, and the run is at
