@@ -60,7 +60,8 @@ LONG_GEN_GPUS = 256
 
 #: up to this many GPUs ``rcc sim`` also simulates NCCL's ring on the cluster without its
 #: failures, with the same latencies, and compares against that too (128 GPUs: 260,096
-#: transfers with one channel per NIC, about a second; the ring's transfers grow as p²)
+#: transfers with one channel per NIC, generated and simulated in 1.3–2.6 s; the ring's
+#: transfers grow as p²)
 FF_RING_SIM_MAX_GPUS = 128
 
 
