@@ -149,6 +149,29 @@ def test_table_and_plot(tmp_path: Path) -> None:
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_comparison_rows_are_the_single_runs(tmp_path: Path) -> None:
+    """``rcc sim A,B``: one object whose results are exactly what ``rcc sim A`` and
+    ``rcc sim B`` print, in the order given, with the references once."""
+    args = ["-n", "2", "-g", "4", "--size", "16MiB", "--fail", "0:1"]
+    both = _json("optcc,balance", *args)
+    assert both["algorithms"] == ["optcc", "balance"]
+    assert [r["algorithm"] for r in both["results"]] == ["optcc", "balance"]
+    for r in both["results"]:
+        single = _json(r["algorithm"], *args)
+        assert r["time_s"] == single["time_s"]
+        assert r["ratio_to_bound"] == single["ratio_to_bound"]
+        assert r["overhead_vs_fault_free_ring_sim"] == single["overhead_vs_fault_free_ring_sim"]
+        for key in ("lower_bound_s", "fault_free_ring_s", "fault_free_ring_sim_s"):
+            assert both[key] == single[key]
+    png = tmp_path / "cmp.png"
+    res = _run("all", *args, "--plot", str(png))
+    assert res.exit_code == 0, res.output
+    for name in ("ring", "balance", "hierarchical", "r2cc_allreduce", "optcc"):
+        assert f"│ {name} " in res.stdout
+    assert "lower bound" in res.stdout and "simulated:" in res.stdout
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
 def test_schedule_file_and_wrong_topology(tmp_path: Path) -> None:
     f = tmp_path / "ring.json"
     save_schedule(ring(hierarchical(2, 4), Fraction(2**20)), f)
@@ -179,6 +202,12 @@ def test_schedule_file_and_wrong_topology(tmp_path: Path) -> None:
         (["ring", "--nic-bw", "1e-400GB/s"], "--nic-bw: '1e-400GB/s' is out of range"),
         (["ring", "--base-latency", "1e400s"], "--base-latency: '1e400s' is too long"),
         (["ring", "--channels", "100000"], "100000 channels, more than 64"),
+        # comparisons: checked before anything is simulated
+        (["ring,nosuch"], "unknown algorithm 'nosuch'"),
+        (["ring,x.json"], "x.json: a list compares algorithms"),
+        (["ring,Ring"], "an algorithm appears twice"),
+        (["ring,"], "an empty name"),
+        (["balance,optcc", "--channels", "2"], "ring is not listed"),
     ],
 )
 def test_errors_exit_2(args: list[str], message: str) -> None:

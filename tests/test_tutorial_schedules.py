@@ -56,7 +56,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, s
             for line in _commands(stem):
                 res = runner.invoke(app, shlex.split(line)[1:])
                 out[line] = (res.exit_code, res.stdout, res.stderr)
-        assert Path("optcc.png").read_bytes()[:4] == b"\x89PNG"
+        assert Path("compare.png").read_bytes()[:4] == b"\x89PNG"
         assert Path("optcc.xml").read_text().lstrip().startswith("<algo")
         assert not Path("x.json").exists()  # the failing commands wrote nothing
     finally:

@@ -14,7 +14,7 @@ from resilientcc.bounds import lower_bound
 from resilientcc.schedules.generators import get_generator
 from resilientcc.schedules.optcc import balanced_shares
 from resilientcc.sim import simulate
-from resilientcc.sim.plot import KINDS, kind_series, transfer_kinds
+from resilientcc.sim.plot import KINDS, plot_compare, transfer_kinds
 from resilientcc.topology import fail_nics, hierarchical
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "img"
@@ -50,53 +50,24 @@ def stages_figure(
 
     Measured, not drawn: every algorithm's generator, checked by the exact executor,
     then the simulator, on ``servers`` × ``gpus`` GPUs with server 0 losing ``lost``
-    NICs. Per algorithm one row of the network's throughput and one of NVLink's, on a
-    common time axis, with the lower bound dashed. Returns each algorithm's bytes per
-    kind (:data:`~resilientcc.sim.plot.KINDS`), in units of ``size``.
+    NICs; the figure is what ``rcc sim ring,balance,... --plot`` draws. Returns each
+    algorithm's bytes per kind (:data:`~resilientcc.sim.plot.KINDS`), in units of
+    ``size``.
     """
     topo = fail_nics(hierarchical(servers, gpus), 0, lost)
     bound = float(lower_bound(topo, size).seconds)
-    runs = {}
+    runs = []
+    totals = {}
     for name in algorithms:
         sched = get_generator(name)(topo, size)
         res = simulate(sched, topo)
-        runs[name] = (res, transfer_kinds(res, sched, topo))
-    span = max(res.time_s for res, _ in runs.values()) * 1e3
-    fig, axes = plt.subplots(
-        2 * len(runs), 1, figsize=(10, 2.0 * len(runs) + 1.0), sharex=True, squeeze=False
-    )
-    totals = {}
-    for row, (name, (res, kinds)) in enumerate(runs.items()):
-        x, rates = kind_series(res, kinds)
+        kinds = transfer_kinds(res, sched, topo)
+        runs.append((name, res, kinds))
         totals[name] = [float(res.nbytes[kinds == k].sum() / size) for k in range(len(KINDS))]
-        for ax, part, where in (
-            (axes[2 * row, 0], (1, 2), "network"),
-            (axes[2 * row + 1, 0], (0, 3), "NVLink"),
-        ):
-            ax.stackplot(
-                x * 1e3,
-                rates[list(part)] / 1e9,
-                labels=[KINDS[k] for k in part],
-                colors=[f"C{k}" for k in part],
-            )
-            ax.axvline(bound * 1e3, color="k", ls="--", lw=0.8)
-            ax.set_ylabel(f"{where}\nGB/s", fontsize=8)
-            ax.tick_params(labelsize=7)
-            if row == 0:
-                ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-        axes[2 * row, 0].set_title(
-            f"{name}: {res.time_s * 1e3:.3f} ms ({res.time_s / bound:.3f} × the bound)",
-            fontsize=9,
-            loc="left",
-        )
-    axes[-1, 0].set_xlim(0, span * 1.02)
-    axes[-1, 0].set_xlabel(
-        f"time (ms); {servers} × {gpus} GPUs, server 0 lost {lost} of {gpus} NICs, "
-        f"{float(size) / 2**20:g} MiB; dashed: the lower bound"
+    caption = (
+        f"{servers} × {gpus} GPUs, server 0 lost {lost} of {gpus} NICs, {float(size) / 2**20:g} MiB"
     )
-    fig.tight_layout()
-    fig.savefig(out / "schedule-stages.png", dpi=100)
-    plt.close(fig)
+    plot_compare(runs, out / "schedule-stages.png", bound_s=bound, caption=caption)
     return totals
 
 

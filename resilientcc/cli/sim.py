@@ -36,10 +36,13 @@ from resilientcc.topology.model import Topology
 from resilientcc.units import format_size, format_time, parse_time
 
 __all__ = [
+    "ALL",
     "FF_RING_SIM_MAX_GPUS",
     "LONG_GEN_GPUS",
     "LONG_SIM_TRANSFERS",
     "PROGRESS_INTERVAL_S",
+    "algorithm_list",
+    "references",
     "sim",
     "sim_report",
 ]
@@ -101,29 +104,53 @@ def _fault_free_ring_sim(topo: Topology, size: Fraction, sim_options: dict[str, 
     return float(simulate(ring(healthy, size), healthy, **options).time_s)
 
 
+def references(topo: Topology, size: Fraction, **sim_options: Any) -> dict[str, Any]:
+    """What a run is compared with: the lower bound, NCCL's fault-free ring (closed form
+    and, up to :data:`FF_RING_SIM_MAX_GPUS` GPUs, simulated with the same options) and
+    the fault-free bound. A value is ``None`` where it cannot be had for this cluster,
+    and ``bound_error`` then says why the bounds could not."""
+    out: dict[str, Any] = {
+        "lower_bound_s": None,
+        "fault_free_ring_s": None,
+        "fault_free_ring_sim_s": None,
+        "fault_free_lower_bound_s": None,
+    }
+    try:
+        from resilientcc.bounds import fault_free_lower_bound, fault_free_ring_time, lower_bound
+
+        out["lower_bound_s"] = float(lower_bound(topo, size).seconds)
+        out["fault_free_ring_s"] = float(fault_free_ring_time(topo, size))
+        out["fault_free_lower_bound_s"] = float(fault_free_lower_bound(topo, size).seconds)
+    except (ImportError, ResilientCCError) as e:  # bounds unavailable for this topology
+        out["bound_error"] = str(e) or type(e).__name__
+    if out["fault_free_lower_bound_s"] is not None and topo.num_ranks <= FF_RING_SIM_MAX_GPUS:
+        # no ring for some clusters (e.g. a custom topology): then no such reference
+        with contextlib.suppress(ResilientCCError):
+            out["fault_free_ring_sim_s"] = _fault_free_ring_sim(topo, size, sim_options)
+    return out
+
+
 def sim_report(
-    sched: Schedule, topo: Topology, algorithm: str, **sim_options: Any
+    sched: Schedule,
+    topo: Topology,
+    algorithm: str,
+    refs: dict[str, Any] | None = None,
+    **sim_options: Any,
 ) -> dict[str, Any]:
-    """Simulate and put the result next to the bounds: the dictionary ``rcc sim --json`` prints."""
+    """Simulate and put the result next to the bounds: the dictionary ``rcc sim --json`` prints.
+
+    ``refs``: :func:`references` for this cluster and size, when already computed (the
+    same for every schedule of a comparison).
+    """
     from resilientcc.sim import simulate
 
     res = simulate(sched, topo, **sim_options)
     size = sched.size
-    lb = ff_ring = ff_lb = None
-    bound_error = None
-    try:
-        from resilientcc.bounds import fault_free_lower_bound, fault_free_ring_time, lower_bound
-
-        lb = float(lower_bound(topo, size).seconds)
-        ff_ring = float(fault_free_ring_time(topo, size))
-        ff_lb = float(fault_free_lower_bound(topo, size).seconds)
-    except (ImportError, ResilientCCError) as e:  # bounds unavailable for this topology
-        bound_error = str(e) or type(e).__name__
-    ff_ring_sim = None
-    if ff_lb is not None and topo.num_ranks <= FF_RING_SIM_MAX_GPUS:
-        # no ring for some clusters (e.g. a custom topology): then no such reference
-        with contextlib.suppress(ResilientCCError):
-            ff_ring_sim = _fault_free_ring_sim(topo, size, sim_options)
+    if refs is None:
+        refs = references(topo, size, **sim_options)
+    lb, ff_ring = refs["lower_bound_s"], refs["fault_free_ring_s"]
+    ff_ring_sim, ff_lb = refs["fault_free_ring_sim_s"], refs["fault_free_lower_bound_s"]
+    bound_error = refs.get("bound_error")
     floor_s, floor_link = res.byte_floor()
     over_ring = _ratio(res.time_s, ff_ring)
     over_ring_sim = _ratio(res.time_s, ff_ring_sim)
@@ -220,8 +247,9 @@ def sim(
     schedule: Annotated[
         str,
         typer.Argument(
-            help="A schedule JSON file, or an algorithm name: ring, balance, hierarchical, "
-            "r2cc_allreduce, optcc."
+            help="A schedule JSON file, an algorithm (ring, balance, hierarchical, "
+            "r2cc_allreduce, optcc), several joined by commas, or all: one table comparing "
+            "them."
         ),
     ],
     size: SizeOpt = "1GiB",
@@ -267,6 +295,9 @@ def sim(
     """Simulate SCHEDULE (a file or an algorithm) on the cluster, next to the lower bound.
 
     Example: rcc sim balance -n 8 --fail 0:4 --size 1GiB
+
+    Several algorithms (rcc sim ring,balance,optcc, or rcc sim all) give one table, a row
+    each; with --plot, a figure of each run's throughput by kind of transfer.
     """
     mode = latency_mode.replace("-", "_")
     from resilientcc.sim.flow import ENGINES
@@ -280,6 +311,23 @@ def sim(
     m = parse_size_option(size)
     base = float(parse_time(base_latency, "--base-latency"))
     topo = build_topology(ctx)
+    names = algorithm_list(schedule)
+    if names is not None:
+        _compare(
+            names,
+            topo,
+            m,
+            channels,
+            as_json,
+            plot_file,
+            **{
+                "base_latency": base,
+                "zero_latency": zero_latency,
+                "latency_mode": mode,
+                "engine": engine,
+            },
+        )
+        return
     path = Path(schedule)
     if path.is_file():
         sched = load_schedule_for(path, topo)
@@ -291,39 +339,19 @@ def sim(
     else:
         from resilientcc.schedules.generators import get_generator
 
-        gen = get_generator(schedule)
-        opts: dict[str, Any] = {}
-        if channels is not None:
-            if gen.__name__ != "ring":
-                raise InputError("--channels: only the ring generator takes it")
-            opts["channels"] = channels
-        long_gen = topo.num_ranks >= LONG_GEN_GPUS
-        if long_gen:
-            typer.echo(
-                f"generating {schedule} on {topo.num_ranks} GPUs (and checking it exactly)...",
-                err=True,
-            )
-        t0 = time.monotonic()
-        sched = gen(topo, m, **opts)
-        if long_gen:
-            typer.echo(
-                f"  {len(sched.transfers):,} transfers in {time.monotonic() - t0:.0f} s", err=True
-            )
+        if channels is not None and get_generator(schedule).__name__ != "ring":
+            raise InputError("--channels: only the ring generator takes it")
+        sched = _generate(schedule, topo, m, channels)
         algorithm = schedule
-    if len(sched.transfers) >= LONG_SIM_TRANSFERS:
-        typer.echo(
-            f"simulating {algorithm}: {len(sched.transfers):,} transfers, this can take a while",
-            err=True,
-        )
-    rep = sim_report(
+    rep = _report(
         sched,
         topo,
         algorithm,
+        None,
         base_latency=base,
         zero_latency=zero_latency,
         latency_mode=mode,
         engine=engine,
-        progress=_progress_printer() if len(sched.transfers) >= LONG_SIM_TRANSFERS else None,
     )
     res = rep.pop("_result")
     if plot_file is not None:
@@ -336,3 +364,180 @@ def sim(
         _print_table(rep)
         if plot_file is not None:
             typer.echo(f"plot -> {plot_file}")
+
+
+#: ``rcc sim all``: every generator, in the order the comparison table lists them
+ALL = ("ring", "balance", "hierarchical", "r2cc_allreduce", "optcc")
+
+
+def algorithm_list(argument: str) -> list[str] | None:
+    """The algorithms of a comparison (``"all"``, or names joined by commas), else None.
+
+    >>> algorithm_list("ring,optcc"), algorithm_list("all")[-1], algorithm_list("ring")
+    (['ring', 'optcc'], 'optcc', None)
+    """
+    if argument.strip().lower() == "all":
+        return list(ALL)
+    if "," not in argument:
+        return None
+    names = [a.strip() for a in argument.split(",")]
+    from resilientcc.schedules.generators import get_generator
+
+    for name in names:
+        if not name:
+            raise InputError(f"{argument!r}: an empty name in the list of algorithms")
+        if name.lower().endswith((".json", ".xml")) or os.sep in name:
+            raise InputError(f"{name}: a list compares algorithms; simulate a file on its own")
+        get_generator(name)  # an unknown name fails here, before any simulation
+    keys = [n.replace("-", "_").lower() for n in names]
+    if len(set(keys)) < len(keys):
+        raise InputError(f"{argument!r}: an algorithm appears twice")
+    return keys
+
+
+def _generate(name: str, topo: Topology, size: Fraction, channels: int | None) -> Schedule:
+    """Generate ``name``'s schedule (saying so on stderr on large clusters)."""
+    from resilientcc.schedules.generators import get_generator
+
+    gen = get_generator(name)
+    opts: dict[str, Any] = {}
+    if channels is not None and gen.__name__ == "ring":
+        opts["channels"] = channels
+    long_gen = topo.num_ranks >= LONG_GEN_GPUS
+    if long_gen:
+        typer.echo(
+            f"generating {name} on {topo.num_ranks} GPUs (and checking it exactly)...", err=True
+        )
+    t0 = time.monotonic()
+    sched = gen(topo, size, **opts)
+    if long_gen:
+        typer.echo(
+            f"  {len(sched.transfers):,} transfers in {time.monotonic() - t0:.0f} s", err=True
+        )
+    return sched
+
+
+def _report(
+    sched: Schedule,
+    topo: Topology,
+    algorithm: str,
+    refs: dict[str, Any] | None,
+    **sim_options: Any,
+) -> dict[str, Any]:
+    """:func:`sim_report`, with progress on stderr for long simulations."""
+    long_sim = len(sched.transfers) >= LONG_SIM_TRANSFERS
+    if long_sim:
+        typer.echo(
+            f"simulating {algorithm}: {len(sched.transfers):,} transfers, this can take a while",
+            err=True,
+        )
+    progress = _progress_printer() if long_sim else None
+    return sim_report(sched, topo, algorithm, refs, progress=progress, **sim_options)
+
+
+def _compare(
+    names: list[str],
+    topo: Topology,
+    size: Fraction,
+    channels: int | None,
+    as_json: bool,
+    plot_file: Path | None,
+    **sim_options: Any,
+) -> None:
+    """``rcc sim A,B,...``: each algorithm on the same cluster, one table (or object)."""
+    if channels is not None and "ring" not in names:
+        raise InputError("--channels: only the ring generator takes it, and ring is not listed")
+    refs = references(topo, size, **sim_options)
+    reps = []
+    runs = []
+    for name in names:
+        sched = _generate(name, topo, size, channels)
+        rep = _report(sched, topo, name, refs, **sim_options)
+        res = rep.pop("_result")
+        if plot_file is not None:
+            from resilientcc.sim.plot import transfer_kinds
+
+            runs.append((name, res, transfer_kinds(res, sched, topo)))
+        reps.append(rep)
+        if not as_json:
+            typer.echo(f"simulated {name}: {format_time(rep['time_s'])}", err=True)
+    if plot_file is not None:
+        from resilientcc.sim.plot import plot_compare
+
+        failures = "; ".join(topo.failures) or "no failure"
+        caption = f"{topo.name}, {format_size(size)}, {failures}"
+        plot_compare(runs, plot_file, bound_s=refs["lower_bound_s"], caption=caption)
+    shared = {
+        "topology": topo.name,
+        "failures": list(topo.failures),
+        "size_bytes": str(size),
+        **{k: v for k, v in refs.items()},
+        "algorithms": names,
+        "results": reps,
+    }
+    if as_json:
+        typer.echo(json.dumps(shared))
+        return
+    _print_comparison(shared)
+    if plot_file is not None:
+        typer.echo(f"plot -> {plot_file}")
+
+
+def _print_comparison(cmp: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def ratio(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.3f}"
+
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{x * 100:+.1f} %"
+
+    size = format_size(Fraction(cmp["size_bytes"]))
+    failures = "; ".join(cmp["failures"]) or "no failure"
+    table = Table(title=f"rcc sim: {cmp['topology']}, {size}, {failures}")
+    table.add_column("algorithm", no_wrap=True)
+    for col in ("time", "latency", "/ bound", "floor / bound", "vs ff ring"):
+        table.add_column(col, justify="right", no_wrap=True)
+    best = min(r["time_s"] for r in cmp["results"])
+    for r in cmp["results"]:
+        vs = (
+            r["overhead_vs_fault_free_ring_sim"]
+            if cmp["fault_free_ring_sim_s"] is not None
+            else r["overhead_vs_fault_free_ring"]
+        )
+        name = f"[bold]{r['algorithm']}[/bold]" if r["time_s"] == best else r["algorithm"]
+        table.add_row(
+            name,
+            format_time(r["time_s"]),
+            format_time(r["latency_s"]),
+            ratio(r["ratio_to_bound"]),
+            ratio(r["byte_floor_ratio_to_bound"]),
+            pct(vs),
+        )
+    console = Console()
+    console.print(table)
+
+    def t(x: float | None) -> str:
+        return "n/a" if x is None else format_time(x)
+
+    lines = [
+        f"lower bound {t(cmp['lower_bound_s'])}; fault-free bound"
+        f" {t(cmp['fault_free_lower_bound_s'])}"
+    ]
+    if cmp["fault_free_ring_sim_s"] is not None:
+        lines += [
+            f"ff ring: NCCL's ring without the failures, simulated: "
+            f"{t(cmp['fault_free_ring_sim_s'])}",
+            f"  (closed form 2(p-1)/p · M/B: {t(cmp['fault_free_ring_s'])})",
+        ]
+    else:
+        lines.append(
+            f"ff ring: NCCL's ring without the failures, 2(p-1)/p · M/B: "
+            f"{t(cmp['fault_free_ring_s'])}"
+        )
+    lines.append("latency: the time's latency part; floor: the busiest link's bytes / capacity")
+    for line in lines:
+        console.print(line, highlight=False)
+    if "bound_error" in cmp:
+        console.print(f"note: bounds unavailable: {cmp['bound_error']}")

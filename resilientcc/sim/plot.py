@@ -6,6 +6,7 @@ matplotlib is imported lazily (Agg backend), so importing :mod:`resilientcc.sim`
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ __all__ = [
     "gantt_selection",
     "kind_series",
     "plot",
+    "plot_compare",
     "plot_gantt",
     "transfer_kinds",
     "utilisation_series",
@@ -229,6 +231,66 @@ def plot(
             ax.set_ylabel(f"{where} (GB/s)")
         ax3.set_xlabel("time (ms)")
     fig.tight_layout()
+    _save(fig, out)
+
+
+def plot_compare(
+    runs: Sequence[tuple[str, SimResult, np.ndarray]],
+    path: str | os.PathLike[str],
+    bound_s: float | None = None,
+    caption: str = "",
+) -> None:
+    """Write a PNG comparing runs: for each ``(name, result, kinds)``, the network's and
+    NVLink's throughput stacked by kind (:func:`transfer_kinds`), on one time axis, with
+    the lower bound ``bound_s`` dashed.
+
+    Raises:
+        InputError: the path does not end in ``.png`` or cannot be written.
+    """
+    out = Path(path)
+    if out.suffix.lower() != ".png":
+        raise InputError(f"--plot: {out} must end in .png")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(
+        2 * len(runs), 1, figsize=(10, 2.0 * len(runs) + 1.0), sharex=True, squeeze=False
+    )
+    span = max((res.time_s for _, res, _ in runs), default=0.0) * 1e3
+    for row, (name, res, kinds) in enumerate(runs):
+        x, rates = kind_series(res, kinds)
+        for ax, part, where in (
+            (axes[2 * row, 0], (1, 2), "network"),
+            (axes[2 * row + 1, 0], (0, 3), "NVLink"),
+        ):
+            if x.size:
+                ax.stackplot(
+                    x * 1e3,
+                    rates[list(part)] / 1e9,
+                    labels=[KINDS[k] for k in part],
+                    colors=[f"C{k}" for k in part],
+                )
+            if bound_s is not None:
+                ax.axvline(bound_s * 1e3, color="k", ls="--", lw=0.8)
+            ax.set_ylabel(f"{where}\nGB/s", fontsize=8)
+            ax.tick_params(labelsize=7)
+            if row == 0:
+                ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        vs = "" if bound_s is None else f" ({res.time_s / bound_s:.3f} × the bound)"
+        axes[2 * row, 0].set_title(f"{name}: {res.time_s * 1e3:.4g} ms{vs}", fontsize=9, loc="left")
+    axes[-1, 0].set_xlim(0, span * 1.02 if span > 0 else 1)
+    dashed = "; dashed: the lower bound" if bound_s is not None else ""
+    axes[-1, 0].set_xlabel(f"time (ms){'; ' + caption if caption else ''}{dashed}")
+    fig.tight_layout()
+    _save(fig, out)
+
+
+def _save(fig: Any, out: Path) -> None:
+    """Write ``fig`` to ``out`` atomically (a temporary file, then a rename), and close it."""
+    import matplotlib.pyplot as plt
+
     tmp = out.with_name(f".{out.name}.tmp.png")
     try:
         fig.savefig(tmp, dpi=100)
