@@ -495,7 +495,7 @@ def _print_comparison(cmp: dict[str, Any]) -> None:
 
     size = format_size(Fraction(cmp["size_bytes"]))
     failures = "; ".join(cmp["failures"]) or "no failure"
-    table = Table(title=f"rcc sim: {cmp['topology']}, {size}, {failures}")
+    table = Table(title=f"rcc sim: {cmp['topology']}, {size}")
     table.add_column("algorithm", no_wrap=True)
     for col in ("time", "latency", "/ bound", "floor / bound", "vs ff ring"):
         table.add_column(col, justify="right", no_wrap=True)
@@ -522,8 +522,9 @@ def _print_comparison(cmp: dict[str, Any]) -> None:
         return "n/a" if x is None else format_time(x)
 
     lines = [
+        f"failures: {failures}",
         f"lower bound {t(cmp['lower_bound_s'])}; fault-free bound"
-        f" {t(cmp['fault_free_lower_bound_s'])}"
+        f" {t(cmp['fault_free_lower_bound_s'])}",
     ]
     if cmp["fault_free_ring_sim_s"] is not None:
         lines += [
