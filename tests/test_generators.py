@@ -61,6 +61,14 @@ def cluster(
     return t
 
 
+#: message sizes: a byte, odd and fractional byte counts (exact non-uniform chunks), and
+#: sizes at which OptCC's pipeline depth grows
+SIZES = st.one_of(
+    st.integers(1, 4096).map(Fraction),
+    st.sampled_from([Fraction(10**6, 3), Fraction(3_000_007), Fraction(2**20), Fraction(2**26)]),
+)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     servers=st.integers(2, 8),
@@ -68,12 +76,14 @@ def cluster(
     fails=st.lists(st.tuples(st.integers(0, 7), st.integers(1, 7)), max_size=2),
     scale=st.sampled_from([None, Fraction(1, 2), Fraction(3, 4)]),
     algo=st.sampled_from(MINE),
+    size=SIZES,
 )
-def test_generators_exact_on_random_clusters(servers, gpus, fails, scale, algo):
+def test_generators_exact_on_random_clusters(servers, gpus, fails, scale, algo, size):
     topo = cluster(servers, gpus, fails, scale)
-    s = generate(algo, topo, Fraction(2**20))  # check=True: the executor runs inside
+    s = generate(algo, topo, size)  # check=True: the executor runs inside
     assert s.topology == topo.shape_fingerprint
     assert s.ranks == servers * gpus
+    assert s.size == size and sum(c.size for c in s.chunks) == 1  # fractions of the buffer
     assert executor.execute(s).ok
 
 
@@ -83,10 +93,12 @@ def test_generators_exact_on_random_clusters(servers, gpus, fails, scale, algo):
     gpus=st.integers(1, 8),
     fails=st.lists(st.tuples(st.integers(0, 7), st.integers(1, 7)), max_size=2),
     algo=st.sampled_from(["ring", "balance"]),
+    size=SIZES,
 )
-def test_baseline_generators_exact_on_random_clusters(servers, gpus, fails, algo):
+def test_baseline_generators_exact_on_random_clusters(servers, gpus, fails, algo, size):
     topo = cluster(servers, gpus, fails, None)
-    s = generate(algo, topo, Fraction(2**20))
+    s = generate(algo, topo, size)
+    assert s.size == size and sum(c.size for c in s.chunks) == 1  # fractions of the buffer
     assert executor.execute(s).ok
 
 
