@@ -11,6 +11,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from resilientcc.schedules import executor
 from resilientcc.schedules.generators import GENERATORS, generate
@@ -57,3 +59,29 @@ def test_simulated_time_is_at_least_the_bound(algo, topo_name, size):
         # no run beats its busiest link; the static loads are the simulated ones
         assert t >= floor * (1 - 1e-9), f"{algo} on {topo_name}: {t:.6e} s < {link}'s {floor:.6e}"
         assert r.byte_floor() == pytest.approx((floor, link), rel=1e-12)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    servers=st.integers(2, 4),
+    gpus=st.sampled_from([1, 2, 4]),
+    lost=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3)), max_size=2),
+    slow=st.sampled_from([None, Fraction(1, 2), Fraction(7, 8)]),
+    algo=st.sampled_from(sorted(GENERATORS)),
+    size=st.sampled_from([Fraction(4096), Fraction(10**6, 3), Fraction(2**22)]),
+)
+def test_random_clusters_never_beat_the_bound(servers, gpus, lost, slow, algo, size):
+    """The same on random clusters: NICs lost on any servers, one server slowed."""
+    topo = hierarchical(servers, gpus)
+    down: dict[int, int] = {}
+    for s, k in lost:
+        if s < servers and down.get(s, 0) + k < gpus:  # keep a NIC alive on each server
+            topo = fail_nics(topo, s, k)
+            down[s] = down.get(s, 0) + k
+    if slow is not None:
+        topo = scale_server_nics(topo, servers - 1, slow)
+    s = generate(algo, topo, size)
+    lb = float(bounds.lower_bound(topo, size).seconds)
+    for zero in (False, True):
+        t = sim.simulate(s, topo, zero_latency=zero).time_s
+        assert t >= lb * (1 - 1e-9), f"{algo}: simulated {t:.6e} s < bound {lb:.6e} s"
