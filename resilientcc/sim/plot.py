@@ -176,12 +176,7 @@ def plot(
         InputError: the path does not end in ``.png`` or cannot be written.
     """
     out = Path(path)
-    if out.suffix.lower() != ".png":
-        raise InputError(f"--plot: {out} must end in .png")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot(out)
 
     if kinds is None:
         fig, (ax1, ax2) = plt.subplots(
@@ -217,18 +212,7 @@ def plot(
         ax2.set_ylabel("throughput (GB/s)")
         ax2.set_xlabel("time (ms)")
     else:
-        # the network and NVLink apart: NVLink's aggregate is an order of magnitude larger
-        x, rates = kind_series(result, kinds)
-        for ax, part, where in ((ax2, (1, 2), "network"), (ax3, (0, 3), "NVLink")):
-            if x.size:
-                ax.stackplot(
-                    x * 1e3,
-                    rates[list(part)] / 1e9,
-                    labels=[KINDS[k] for k in part],
-                    colors=[f"C{k}" for k in part],
-                )
-                ax.legend(fontsize=7, loc="upper right")
-            ax.set_ylabel(f"{where} (GB/s)")
+        _stack_kinds(ax2, ax3, *kind_series(result, kinds), legend=True)
         ax3.set_xlabel("time (ms)")
     fig.tight_layout()
     _save(fig, out)
@@ -248,36 +232,19 @@ def plot_compare(
         InputError: the path does not end in ``.png`` or cannot be written.
     """
     out = Path(path)
-    if out.suffix.lower() != ".png":
-        raise InputError(f"--plot: {out} must end in .png")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot(out)
 
     fig, axes = plt.subplots(
         2 * len(runs), 1, figsize=(10, 2.0 * len(runs) + 1.0), sharex=True, squeeze=False
     )
     span = max((res.time_s for _, res, _ in runs), default=0.0) * 1e3
     for row, (name, res, kinds) in enumerate(runs):
-        x, rates = kind_series(res, kinds)
-        for ax, part, where in (
-            (axes[2 * row, 0], (1, 2), "network"),
-            (axes[2 * row + 1, 0], (0, 3), "NVLink"),
-        ):
-            if x.size:
-                ax.stackplot(
-                    x * 1e3,
-                    rates[list(part)] / 1e9,
-                    labels=[KINDS[k] for k in part],
-                    colors=[f"C{k}" for k in part],
-                )
+        pair = (axes[2 * row, 0], axes[2 * row + 1, 0])
+        _stack_kinds(*pair, *kind_series(res, kinds), legend=row == 0, outside=True)
+        for ax in pair:
             if bound_s is not None:
                 ax.axvline(bound_s * 1e3, color="k", ls="--", lw=0.8)
-            ax.set_ylabel(f"{where}\nGB/s", fontsize=8)
             ax.tick_params(labelsize=7)
-            if row == 0:
-                ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
         vs = "" if bound_s is None else f" ({res.time_s / bound_s:.3f} × the bound)"
         axes[2 * row, 0].set_title(f"{name}: {res.time_s * 1e3:.4g} ms{vs}", fontsize=9, loc="left")
     axes[-1, 0].set_xlim(0, span * 1.02 if span > 0 else 1)
@@ -285,6 +252,42 @@ def plot_compare(
     axes[-1, 0].set_xlabel(f"time (ms){'; ' + caption if caption else ''}{dashed}")
     fig.tight_layout()
     _save(fig, out)
+
+
+def _pyplot(out: Path) -> Any:
+    """``matplotlib.pyplot`` on the Agg backend, once ``out`` is known to be a PNG path."""
+    if out.suffix.lower() != ".png":
+        raise InputError(f"--plot: {out} must end in .png")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _stack_kinds(
+    net: Any, nvl: Any, x: np.ndarray, rates: np.ndarray, legend: bool, outside: bool = False
+) -> None:
+    """The network's and NVLink's throughput stacked by kind, on two axes (apart, since
+    NVLink's aggregate is an order of magnitude larger)."""
+    for ax, part, where in ((net, (1, 2), "network"), (nvl, (0, 3), "NVLink")):
+        if x.size:
+            ax.stackplot(
+                x * 1e3,
+                rates[list(part)] / 1e9,
+                labels=[KINDS[k] for k in part],
+                colors=[f"C{k}" for k in part],
+            )
+        if outside:
+            ax.set_ylabel(f"{where}\nGB/s", fontsize=8)
+        else:
+            ax.set_ylabel(f"{where} (GB/s)")
+        if legend and x.size:
+            if outside:
+                ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+            else:
+                ax.legend(fontsize=7, loc="upper right")
 
 
 def _save(fig: Any, out: Path) -> None:
