@@ -56,7 +56,7 @@ def report(
     the LP lower bound and the simulated times of ring, balance, r2cc_allreduce and
     optcc, with their overheads against the fault-free ring and the fault-free bound.
     Each time comes with its latency part (a second simulation with zero latencies). The
-    full grid (4, 8, 16 servers) took under 3 minutes on 2 cores with the compiled
+    full grid (4, 8, 16 servers) took about 3 minutes on 2 cores with the compiled
     simulator, every schedule checked exactly before it is simulated (OptCC's 8- and
     16-server schedules have up to 6.6M transfers; with the Python loop the grid takes an
     hour or more); --quick does 4 servers in about 15 s. Simulated times are cached in

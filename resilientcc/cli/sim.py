@@ -320,12 +320,10 @@ def sim(
             channels,
             as_json,
             plot_file,
-            **{
-                "base_latency": base,
-                "zero_latency": zero_latency,
-                "latency_mode": mode,
-                "engine": engine,
-            },
+            base_latency=base,
+            zero_latency=zero_latency,
+            latency_mode=mode,
+            engine=engine,
         )
         return
     path = Path(schedule)
@@ -471,7 +469,7 @@ def _compare(
         "topology": topo.name,
         "failures": list(topo.failures),
         "size_bytes": str(size),
-        **{k: v for k, v in refs.items()},
+        **refs,
         "algorithms": names,
         "results": reps,
     }
