@@ -88,6 +88,37 @@ def test_note_when_the_critical_path_latency_overlaps() -> None:
     assert "below the lower bound" not in _run("ring", *args).stdout
 
 
+def test_generator_options_reach_the_generator(tmp_path: Path) -> None:
+    """-O KEY=VALUE is passed to the generator: fewer pieces, fewer transfers; a file
+    takes no options; -O help lists them and exits 0."""
+    args = ["-n", "2", "-g", "4", "--size", "16MiB", "--fail", "0:1"]
+    default = _json("optcc", *args)
+    fewer = _json("optcc", *args, "-O", "pieces=2")
+    assert fewer["num_transfers"] < default["num_transfers"]
+    res = runner.invoke(
+        app, ["synth", "optcc", *args, "-O", "pieces=2", "-o", str(tmp_path / "s.json")]
+    )
+    assert res.exit_code == 0, res.output
+    assert f"{fewer['num_transfers']} transfers" in res.stdout
+    assert _json(str(tmp_path / "s.json"), *args)["time_s"] == fewer["time_s"]
+    res = _run(str(tmp_path / "s.json"), *args, "-O", "pieces=2")
+    assert res.exit_code == 2 and "not a schedule file" in res.output
+    res = _run("optcc", "-O", "help")
+    assert res.exit_code == 0 and "pieces = None" in res.stdout and "sliver = None" in res.stdout
+    assert "has no options" in _run("balance", "-O", "help").stdout
+
+
+def test_synth_and_sim_share_their_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schedule written with rcc synth's defaults simulates with rcc sim's (both 4 × 8
+    GPUs; synth used to default to 2 servers, so the file was 'for another topology')."""
+    monkeypatch.chdir(tmp_path)
+    assert runner.invoke(app, ["synth", "ring", "--size", "1MiB", "-o", "r.json"]).exit_code == 0
+    d = _json("r.json", "--size", "1MiB")
+    assert d["ranks"] == 32
+
+
 def test_no_simulated_fault_free_ring_above_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     import resilientcc.cli.sim as cli_sim
 
@@ -224,6 +255,15 @@ def test_schedule_file_and_wrong_topology(tmp_path: Path) -> None:
         (["ring,Ring"], "an algorithm appears twice"),
         (["ring,"], "an empty name"),
         (["balance,optcc", "--channels", "2"], "ring is not listed"),
+        # generator options
+        (["optcc", "-O", "bogus=1"], "-O bogus: not an option of optcc (its options: pieces,"),
+        (["optcc", "-O", "pieces"], "expected KEY=VALUE"),
+        (["optcc", "-O", "pieces=x"], "optcc: pieces must be a positive integer, got 'x'"),
+        (["optcc", "-O", "pieces=1e400"], "-O pieces=1e400: too large"),
+        (["optcc", "-O", "pieces=4", "-O", "pieces=8"], "-O pieces: given twice"),
+        (["ring,optcc", "-O", "pieces=8"], "simulate it on its own"),
+        (["balance", "-O", "pieces=8"], "not an option of balance (its options: none)"),
+        (["ring", "--channels", "2", "-O", "channels=2"], "give one"),
     ],
 )
 def test_errors_exit_2(args: list[str], message: str) -> None:

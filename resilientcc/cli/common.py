@@ -24,6 +24,7 @@ __all__ = [
     "EXIT_BAD_INPUT",
     "FabricOpt",
     "FailOpt",
+    "GeneratorOpt",
     "GpusOpt",
     "NicBwOpt",
     "NicsOpt",
@@ -33,6 +34,7 @@ __all__ = [
     "TopologyFileOpt",
     "build_topology",
     "die",
+    "generator_options",
     "handle_errors",
     "parse_size_option",
 ]
@@ -64,6 +66,15 @@ TopologyFileOpt = Annotated[
     typer.Option("--topology", help="Topology JSON file (instead of the builder options)."),
 ]
 SizeOpt = Annotated[str, typer.Option("--size", "-s", help="Message size, e.g. 1GiB, 256MiB, 4MB.")]
+GeneratorOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--option",
+        "-O",
+        help="A generator option KEY=VALUE, e.g. -O pieces=64 -O sliver=1/16 (repeatable; "
+        "-O help lists the algorithm's options).",
+    ),
+]
 
 
 def die(message: str, code: int = EXIT_BAD_INPUT) -> None:
@@ -166,3 +177,81 @@ def load_schedule_for(path: Path, topo: Topology) -> Any:
             f"fingerprint {sched.topology}; this cluster: {topo.num_ranks} ranks, {fp})"
         )
     return sched
+
+
+#: parameters of every generator that are not options of the schedule
+_NOT_OPTIONS = ("topology", "size", "check", "options")
+
+
+def _option_value(text: str) -> object:
+    """``true``/``false``/``none``, an integer, an exact number (``1/16``, ``0.125``), or text."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    from fractions import Fraction
+
+    try:
+        whole = int(low)
+    except ValueError:
+        pass
+    else:
+        return whole if abs(whole) <= 2**60 else Fraction(whole)
+    try:
+        exact = Fraction(low)
+    except (ValueError, ZeroDivisionError):
+        return text.strip()
+    return int(exact) if exact.denominator == 1 and abs(exact) <= 2**60 else exact
+
+
+def generator_options(algorithm: str, items: list[str] | None) -> dict[str, object]:
+    """``-O KEY=VALUE`` items as keyword options of ``algorithm``'s generator.
+
+    ``-O help`` prints the generator's options with their defaults and exits 0. A key
+    that is not one of them is an error naming those that are; the generator itself
+    checks the values.
+
+    >>> generator_options("optcc", ["pieces=64", "sliver=1/16", "hier_ring=true"])
+    {'pieces': 64, 'sliver': Fraction(1, 16), 'hier_ring': True}
+    """
+    import inspect
+    from fractions import Fraction
+
+    from resilientcc.schedules.generators import get_generator
+
+    if not items:
+        return {}
+    gen = get_generator(algorithm)
+    params = {
+        name: p.default
+        for name, p in inspect.signature(gen).parameters.items()
+        if name not in _NOT_OPTIONS and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+    }
+    if any(item.strip().lower() == "help" for item in items):
+        if params:
+            typer.echo(f"{algorithm} options (-O KEY=VALUE), with their defaults:")
+            for name, default in params.items():
+                typer.echo(f"  {name} = {default}")
+            typer.echo(
+                f"what they do: help(resilientcc.schedules.generators.get_generator({algorithm!r}))"
+            )
+        else:
+            typer.echo(f"{algorithm} has no options")
+        raise typer.Exit(0)
+    out: dict[str, object] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise InputError(f"-O {item!r}: expected KEY=VALUE, e.g. -O pieces=64")
+        if key not in params:
+            known = ", ".join(params) or "none"
+            raise InputError(f"-O {key}: not an option of {algorithm} (its options: {known})")
+        if key in out:
+            raise InputError(f"-O {key}: given twice")
+        val = _option_value(value)
+        if isinstance(val, Fraction) and abs(val) > 2**60:
+            raise InputError(f"-O {key}={value.strip()}: too large")
+        out[key] = val
+    return out

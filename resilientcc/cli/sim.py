@@ -17,6 +17,7 @@ from resilientcc.cli.app import app
 from resilientcc.cli.common import (
     FabricOpt,
     FailOpt,
+    GeneratorOpt,
     GpusOpt,
     NicBwOpt,
     NicsOpt,
@@ -25,6 +26,7 @@ from resilientcc.cli.common import (
     SizeOpt,
     TopologyFileOpt,
     build_topology,
+    generator_options,
     handle_errors,
     load_schedule_for,
     parse_size_option,
@@ -312,6 +314,7 @@ def sim(
             "--plot", help="Write a PNG: a Gantt chart and the throughput by kind of transfer."
         ),
     ] = None,
+    option: GeneratorOpt = None,
 ) -> None:
     """Simulate SCHEDULE (a file or an algorithm) on the cluster, next to the lower bound.
 
@@ -333,6 +336,8 @@ def sim(
     base = float(parse_time(base_latency, "--base-latency"))
     topo = build_topology(ctx)
     names = algorithm_list(schedule)
+    if names is not None and option:
+        raise InputError("-O: options shape one algorithm's schedule; simulate it on its own")
     if names is not None:
         _compare(
             names,
@@ -348,6 +353,8 @@ def sim(
         )
         return
     path = Path(schedule)
+    if path.is_file() and option:
+        raise InputError("-O: options shape a generated schedule, not a schedule file")
     if path.is_file():
         sched = load_schedule_for(path, topo)
         algorithm = sched.name
@@ -360,7 +367,10 @@ def sim(
 
         if channels is not None and get_generator(schedule).__name__ != "ring":
             raise InputError("--channels: only the ring generator takes it")
-        sched = _generate(schedule, topo, m, channels)
+        opts = generator_options(schedule, option)
+        if channels is not None and "channels" in opts:
+            raise InputError("--channels and -O channels=: give one")
+        sched = _generate(schedule, topo, m, channels, opts)
         algorithm = schedule
     rep = _report(
         sched,
@@ -414,12 +424,18 @@ def algorithm_list(argument: str) -> list[str] | None:
     return keys
 
 
-def _generate(name: str, topo: Topology, size: Fraction, channels: int | None) -> Schedule:
+def _generate(
+    name: str,
+    topo: Topology,
+    size: Fraction,
+    channels: int | None,
+    options: dict[str, object] | None = None,
+) -> Schedule:
     """Generate ``name``'s schedule (saying so on stderr on large clusters)."""
     from resilientcc.schedules.generators import get_generator
 
     gen = get_generator(name)
-    opts: dict[str, Any] = {}
+    opts: dict[str, Any] = dict(options or {})
     if channels is not None and gen.__name__ == "ring":
         opts["channels"] = channels
     long_gen = topo.num_ranks >= LONG_GEN_GPUS

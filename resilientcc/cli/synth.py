@@ -11,6 +11,7 @@ from resilientcc.cli.app import app
 from resilientcc.cli.common import (
     FabricOpt,
     FailOpt,
+    GeneratorOpt,
     GpusOpt,
     NicBwOpt,
     NicsOpt,
@@ -20,6 +21,7 @@ from resilientcc.cli.common import (
     TopologyFileOpt,
     build_topology,
     die,
+    generator_options,
     handle_errors,
     load_schedule_for,
     parse_size_option,
@@ -54,7 +56,7 @@ def synth(
     ],
     output: Annotated[Path, typer.Option("--output", "-o", help="File to write.")],
     size: SizeOpt = "1GiB",
-    servers: ServersOpt = 2,
+    servers: ServersOpt = 4,
     gpus_per_server: GpusOpt = 8,
     nics_per_server: NicsOpt = None,
     nic_bw: NicBwOpt = "400Gbps",
@@ -71,6 +73,7 @@ def synth(
             "--verify", help="Prove the schedule with Z3 (exit 1 if violated, 3 if unknown)."
         ),
     ] = False,
+    option: GeneratorOpt = None,
 ) -> None:
     """Generate ALGORITHM's AllReduce schedule for the cluster and write it to --output.
 
@@ -84,9 +87,15 @@ def synth(
     source = Path(algorithm)
     from_file = source.suffix in (".json", ".xml")
     gen = None if from_file else get_generator(algorithm)
+    if from_file and option:
+        raise InputError("-O: options shape a generated schedule, not a schedule file")
+    opts = {} if from_file else generator_options(algorithm, option)
     m = parse_size_option(size)
     topo = build_topology(ctx)
-    sched = gen(topo, m) if gen is not None else _check_schedule(load_schedule_for(source, topo))
+    if gen is not None:
+        sched = gen(topo, m, **opts)
+    else:
+        sched = _check_schedule(load_schedule_for(source, topo))
     if fmt == "json":
         from resilientcc.schedules.serialize import save_schedule
 
