@@ -314,6 +314,14 @@ def sim(
             "--plot", help="Write a PNG: a Gantt chart and the throughput by kind of transfer."
         ),
     ] = None,
+    trace_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Write every transfer's timeline: FILE.csv, or FILE.json, a Chrome trace for "
+            "ui.perfetto.dev.",
+        ),
+    ] = None,
     option: GeneratorOpt = None,
 ) -> None:
     """Simulate SCHEDULE (a file or an algorithm) on the cluster, next to the lower bound.
@@ -332,12 +340,20 @@ def sim(
         raise InputError(f"--plot: {plot_file} must end in .png")
     if plot_file is not None:
         check_writable(plot_file, "--plot")  # before the simulation, which can take minutes
+    if trace_file is not None:
+        from resilientcc.sim.trace import TRACE_FORMATS
+
+        if trace_file.suffix.lower() not in TRACE_FORMATS:
+            raise InputError(f"--trace: {trace_file} must end in .csv or .json (a Chrome trace)")
+        check_writable(trace_file, "--trace")
     m = parse_size_option(size)
     base = float(parse_time(base_latency, "--base-latency"))
     topo = build_topology(ctx)
     names = algorithm_list(schedule)
     if names is not None and option:
         raise InputError("-O: options shape one algorithm's schedule; simulate it on its own")
+    if names is not None and trace_file is not None:
+        raise InputError("--trace: one run's timeline; simulate one algorithm to trace it")
     if names is not None:
         _compare(
             names,
@@ -387,12 +403,18 @@ def sim(
         from resilientcc.sim.plot import plot, transfer_kinds
 
         plot(res, plot_file, kinds=transfer_kinds(res, sched, topo))
+    if trace_file is not None:
+        from resilientcc.sim.trace import write_trace
+
+        write_trace(res, sched, topo, trace_file)
     if as_json:
         typer.echo(json.dumps(rep))
     else:
         _print_table(rep)
         if plot_file is not None:
             typer.echo(f"plot -> {plot_file}")
+        if trace_file is not None:
+            typer.echo(f"trace -> {trace_file}")
 
 
 #: ``rcc sim all``: every generator, in the order the comparison table lists them

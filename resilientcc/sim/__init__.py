@@ -5,6 +5,7 @@
 max-min fairly, connections are FIFO, and each transfer completes one route latency
 after its last byte leaves. It returns a :class:`SimResult` (time, latency part,
 per-link bytes and utilisation, per-transfer timeline). :func:`plot` draws it.
+:func:`write_trace` writes its timeline as CSV or a Chrome trace.
 :func:`byte_floor` (and :func:`link_loads`) give a schedule's busiest-link time without
 running it.
 See ``docs/simulator.md``.
@@ -21,6 +22,7 @@ from resilientcc.sim.flow import (
 from resilientcc.sim.plot import plot, plot_gantt
 from resilientcc.sim.result import SimResult
 from resilientcc.sim.routing import Router
+from resilientcc.sim.trace import write_trace
 
 __all__ = [
     "DEFAULT_BASE_LATENCY",
@@ -33,4 +35,5 @@ __all__ = [
     "plot",
     "plot_gantt",
     "simulate",
+    "write_trace",
 ]
