@@ -120,7 +120,7 @@ def test_synth_and_sim_share_their_defaults(
 
 
 def test_no_simulated_fault_free_ring_above_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    import resilientcc.cli.sim as cli_sim
+    import resilientcc.cli.sim_report as cli_sim
 
     monkeypatch.setattr(cli_sim, "FF_RING_SIM_MAX_GPUS", 4)
     d = _json("ring", *SMALL)
@@ -143,7 +143,7 @@ def test_byte_floor_separates_placement_from_dynamics() -> None:
 
 
 def test_long_simulations_say_so_on_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
-    import resilientcc.cli.sim as cli_sim
+    import resilientcc.cli.sim_report as cli_sim
 
     res = _run("ring", *SMALL, "--json")
     assert res.exit_code == 0 and "transfers" not in res.stderr
@@ -155,7 +155,7 @@ def test_long_simulations_say_so_on_stderr(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_large_clusters_say_they_are_generating(monkeypatch: pytest.MonkeyPatch) -> None:
-    import resilientcc.cli.sim as cli_sim
+    import resilientcc.cli.sim_report as cli_sim
 
     res = _run("ring", *SMALL, "--json")
     assert "generating" not in res.stderr
@@ -168,7 +168,7 @@ def test_large_clusters_say_they_are_generating(monkeypatch: pytest.MonkeyPatch)
 
 def test_long_simulations_report_progress(monkeypatch: pytest.MonkeyPatch) -> None:
     """A long simulation says on stderr how far it got (every ``PROGRESS_INTERVAL_S``)."""
-    import resilientcc.cli.sim as cli_sim
+    import resilientcc.cli.sim_report as cli_sim
     import resilientcc.sim.flow as flow
 
     monkeypatch.setattr(cli_sim, "LONG_SIM_TRANSFERS", 10)
