@@ -61,6 +61,9 @@ def report(
     16-server schedules have up to 6.6M transfers; with the Python loop the grid takes an
     hour or more); --quick does 4 servers in about 15 s. Simulated times are cached in
     OUT/cache.json, so an interrupted run resumes.
+
+    For any other cluster or failure, rcc sim all (with the topology options and
+    --fail) compares the algorithms in one table.
     """
     from resilientcc.report import (
         FileCache,
