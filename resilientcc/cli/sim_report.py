@@ -235,9 +235,9 @@ def print_report(rep: dict[str, Any]) -> None:
 def overlap_note(subject: str) -> str:
     """Said under a table where ``subject`` (time − critical-path latency) is below the bound."""
     return (
-        f"note: {subject} is below the lower bound: latencies on the critical\n"
-        "path overlap transmissions elsewhere; --latency-mode rerun measures the latency\n"
-        "part as the difference to a run with every latency zero"
+        f"note: {subject} is below the lower bound:\n"
+        "the critical path's latencies overlap transmissions elsewhere;\n"
+        "--latency-mode rerun measures the latency part by a run with zero latencies"
     )
 
 
