@@ -3,5 +3,5 @@
 rcc bound -n 4 -g 4 --fail 0:1
 # Every schedule simulated on it, a row each, against that bound and the fault-free ring
 rcc sim all -n 4 -g 4 --fail 0:1 --plot compare.png
-# One of them in detail
-rcc sim optcc -n 4 -g 4 --fail 0:1
+# One of them in detail, its latency part measured by a second run with zero latencies
+rcc sim optcc -n 4 -g 4 --fail 0:1 --latency-mode rerun
