@@ -219,6 +219,27 @@ def test_comparison_rows_are_the_single_runs(tmp_path: Path) -> None:
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_one_gpu_clusters(tmp_path: Path) -> None:
+    """One GPU: nothing to send, a bound of zero; every output still works."""
+    res = _run(
+        "all",
+        "-n",
+        "1",
+        "-g",
+        "1",
+        "--size",
+        "1MiB",
+        "--plot",
+        str(tmp_path / "a.png"),
+    )
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+    args = ["ring", "-n", "1", "-g", "1", "--size", "1MiB"]
+    res = _run(*args, "--plot", str(tmp_path / "r.png"), "--trace", str(tmp_path / "r.csv"))
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "r.csv").read_text().count("\n") == 1  # the header only
+
+
 def test_schedule_file_and_wrong_topology(tmp_path: Path) -> None:
     f = tmp_path / "ring.json"
     save_schedule(ring(hierarchical(2, 4), Fraction(2**20)), f)

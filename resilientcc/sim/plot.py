@@ -245,7 +245,7 @@ def plot_compare(
             if bound_s is not None:
                 ax.axvline(bound_s * 1e3, color="k", ls="--", lw=0.8)
             ax.tick_params(labelsize=7)
-        vs = "" if bound_s is None else f" ({res.time_s / bound_s:.3f} × the bound)"
+        vs = f" ({res.time_s / bound_s:.3f} × the bound)" if bound_s else ""
         axes[2 * row, 0].set_title(f"{name}: {res.time_s * 1e3:.4g} ms{vs}", fontsize=9, loc="left")
     axes[-1, 0].set_xlim(0, span * 1.02 if span > 0 else 1)
     dashed = "; dashed: the lower bound" if bound_s is not None else ""
