@@ -119,6 +119,38 @@ def test_synth_and_sim_share_their_defaults(
     assert d["ranks"] == 32
 
 
+def test_custom_topologies(tmp_path: Path) -> None:
+    """GPUs without a server: a one-line error from every generator (it was an IndexError
+    traceback). With servers, a healthy custom cluster is its own fault-free reference,
+    link latencies included (rebuilding it as a switch model dropped them)."""
+    from resilientcc.topology.io import save_topology
+    from resilientcc.topology.model import Link, Node, Topology
+
+    def tri(servers: bool) -> Path:
+        gpus = [Node(f"g{i}", "gpu", server=i if servers else None, rank=i) for i in range(3)]
+        nodes = (*gpus, Node("sw", "switch"))
+        cap, lat = Fraction(10**10), Fraction(1, 10**6)
+        links = tuple(
+            link
+            for i in range(3)
+            for link in (
+                Link(f"g{i}", "sw", cap, lat, "network"),
+                Link("sw", f"g{i}", cap, lat, "network"),
+            )
+        )
+        path = tmp_path / f"tri-{servers}.json"
+        save_topology(Topology(nodes, links, name="tri"), path)
+        return path
+
+    loose = str(tri(False))
+    for algo in ("ring", "balance", "hierarchical", "r2cc_allreduce", "optcc", "all"):
+        res = _run(algo, "--topology", loose, "--size", "1MiB")
+        assert res.exit_code == 2, res.output
+        assert "GPU g0 belongs to no server" in res.output and "Traceback" not in res.output
+    d = _json("ring", "--topology", str(tri(True)), "--size", "1MiB")
+    assert d["fault_free_ring_sim_s"] == d["time_s"]
+
+
 def test_no_simulated_fault_free_ring_above_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     import resilientcc.cli.sim_report as cli_sim
 

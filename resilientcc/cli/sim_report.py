@@ -83,12 +83,18 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def _fault_free_ring_sim(topo: Topology, size: Fraction, sim_options: dict[str, Any]) -> float:
-    """NCCL's ring simulated on ``topo`` without its failures, with the same latencies."""
+    """NCCL's ring simulated on ``topo`` without its failures, with the same options.
+
+    A cluster with failures is rebuilt by :func:`~resilientcc.bounds.fault_free_topology`
+    (from its builder's parameters, so with the builder's link latencies).
+    """
     from resilientcc.bounds import fault_free_topology
     from resilientcc.schedules.ring import ring
     from resilientcc.sim import simulate
 
-    healthy = fault_free_topology(topo)
+    # a cluster with no failure is its own fault-free cluster (rebuilding a switch model
+    # from its bandwidths would drop the latencies of its links)
+    healthy = topo if not topo.failures else fault_free_topology(topo)
     options = {k: v for k, v in sim_options.items() if k != "progress"}
     return float(simulate(ring(healthy, size), healthy, **options).time_s)
 

@@ -48,6 +48,7 @@ __all__ = [
     "halving_splits",
     "nic_ring_order",
     "nic_rings",
+    "require_servers",
     "restricted",
     "server_view",
     "usable_view",
@@ -111,14 +112,28 @@ class ServerInfo:
         return self.ranks[self.nic_gpu[nic]]
 
 
+def require_servers(topo: Topology) -> None:
+    """Raise ScheduleError unless every GPU belongs to a server (the generators place
+    their stages by server; a switch model gives each endpoint a server of its own)."""
+    if topo.num_ranks == 0:
+        raise ScheduleError(f"topology {topo.name!r} has no GPUs")
+    loose = [g.name for g in topo.gpus if g.server is None]
+    if loose:
+        raise ScheduleError(
+            f"topology {topo.name!r}: GPU {loose[0]} belongs to no server ({len(loose)} of "
+            f'{topo.num_ranks} GPUs have no "server"); the schedule generators need one '
+            "for every GPU (a GPU on its own is a server of one)"
+        )
+
+
 def server_view(topo: Topology) -> list[ServerInfo]:
     """Describe each server (GPU ranks, NICs, health) of a topology.
 
     Works for :func:`~resilientcc.topology.hierarchical` clusters, switch models (one
-    GPU per server, one pseudo-NIC) and loaded topologies.
+    GPU per server, one pseudo-NIC) and loaded topologies whose GPUs all have a server
+    (:func:`require_servers`).
     """
-    if topo.num_ranks == 0:
-        raise ScheduleError(f"topology {topo.name!r} has no GPUs")
+    require_servers(topo)
     out = []
     for s in topo.servers:
         gpus = topo.gpus_of_server[s]

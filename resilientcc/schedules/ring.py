@@ -32,6 +32,7 @@ from typing import Any
 from resilientcc._gc import gc_paused
 from resilientcc.errors import InputError
 from resilientcc.schedules import executor
+from resilientcc.schedules._build import require_servers
 from resilientcc.schedules.ir import COPY, REDUCE, Chunk, Schedule, Transfer
 from resilientcc.topology.model import Topology
 from resilientcc.units import to_size
@@ -94,6 +95,7 @@ def server_layouts(topology: Topology) -> dict[int, ServerLayout]:
         >>> lay.alive, lay.nic_of_gpu[3]
         ((1, 2, 3), 1)
     """
+    require_servers(topology)
     hier = topology.param("builder") == "hierarchical"
     out: dict[int, ServerLayout] = {}
     nodes = topology.node_by_name
