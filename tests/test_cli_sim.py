@@ -95,6 +95,8 @@ def test_generator_options_reach_the_generator(tmp_path: Path) -> None:
     default = _json("optcc", *args)
     fewer = _json("optcc", *args, "-O", "pieces=2")
     assert fewer["num_transfers"] < default["num_transfers"]
+    # exact numbers from the command line reach options typed as floats too
+    assert _json("optcc", *args, "-O", "pipeline_timing=1.5")["num_transfers"] > 0
     res = runner.invoke(
         app, ["synth", "optcc", *args, "-O", "pieces=2", "-o", str(tmp_path / "s.json")]
     )
@@ -317,6 +319,12 @@ def test_schedule_file_and_wrong_topology(tmp_path: Path) -> None:
         (["ring,optcc", "-O", "pieces=8"], "simulate it on its own"),
         (["balance", "-O", "pieces=8"], "not an option of balance (its options: none)"),
         (["ring", "--channels", "2", "-O", "channels=2"], "give one"),
+        # option values are checked whichever variant runs; booleans are not integers
+        (["optcc", "-O", "pieces=true"], "optcc: pieces must be a positive integer, got True"),
+        (["optcc", "-O", "sliver=-1/2"], "sliver must be in [0, 1), got -1/2"),
+        (["optcc", "-O", "ramp=3"], "optcc: ramp must be true or false, got 3"),
+        (["optcc", "-O", "window=-1"], "optcc: window must be a non-negative integer"),
+        (["r2cc_allreduce", "-O", "pieces=true"], "r2cc_allreduce: pieces must be a positive"),
     ],
 )
 def test_errors_exit_2(args: list[str], message: str) -> None:

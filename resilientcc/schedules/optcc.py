@@ -566,6 +566,17 @@ def _ring_split(
     return plan, k
 
 
+def _check_int(name: str, value: object, least: int) -> None:
+    """An integer option (``None`` = its default) of at least ``least``; booleans are not."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        kind = "a positive integer" if least == 1 else f"an integer of at least {least}"
+        if least == 0:
+            kind = "a non-negative integer"
+        raise ScheduleError(f"optcc: {name} must be {kind}, got {value!r}")
+
+
 @gc_paused
 def optcc(
     topology: Topology,
@@ -716,26 +727,46 @@ def optcc(
         '0'
     """
     size = generator_args("optcc", size, options)
+    # every option is checked here, whichever variant runs (most are ignored by the
+    # others), so a bad value is an error rather than silently unused
+    for name, value, least in (
+        ("pieces", pieces, 1),
+        ("max_serial", max_serial, 1),
+        ("window", window, 0),
+        ("ag_offset", ag_offset, 0),
+        ("degraded_connections", degraded_connections, 1),
+        ("net_window", net_window, 0),
+        ("flat_tail", flat_tail, 0),
+        ("nvlink_merge", nvlink_merge, 1),
+    ):
+        _check_int(name, value, least)
+    for name, flag in (
+        ("ramp", ramp),
+        ("stage", stage),
+        ("flat_bcast", flat_bcast),
+        ("decouple", decouple),
+        ("balance", balance),
+        ("avoid_stage", avoid_stage),
+        ("direct", direct),
+    ):
+        if flag is not None and not isinstance(flag, bool):
+            raise ScheduleError(f"optcc: {name} must be true or false, got {flag!r}")
+    if pipeline_timing is not None:
+        if (
+            isinstance(pipeline_timing, bool)
+            or not isinstance(pipeline_timing, int | float | Fraction)
+            or not pipeline_timing >= 0
+        ):
+            raise ScheduleError(
+                f"optcc: pipeline_timing must be a non-negative number, got {pipeline_timing!r}"
+            )
+        pipeline_timing = float(pipeline_timing)
+    if network is not None:
+        check_network(network)
     servers = alike_view(usable_view(server_view(topology)))
     n = len(servers)
     bw = {sv.index: sv.bandwidth for sv in servers}
     shares = balanced_shares(bw)
-    if pieces is not None and (not isinstance(pieces, int) or pieces < 1):
-        raise ScheduleError(f"optcc: pieces must be a positive integer, got {pieces!r}")
-    if net_window is not None and (not isinstance(net_window, int) or net_window < 0):
-        raise ScheduleError(f"optcc: net_window must be a non-negative integer, got {net_window!r}")
-    if pipeline_timing is not None and (
-        not isinstance(pipeline_timing, int | float) or not pipeline_timing >= 0
-    ):
-        raise ScheduleError(
-            f"optcc: pipeline_timing must be a non-negative number, got {pipeline_timing!r}"
-        )
-    if flat_tail is not None and (not isinstance(flat_tail, int) or flat_tail < 0):
-        raise ScheduleError(f"optcc: flat_tail must be a non-negative integer, got {flat_tail!r}")
-    if network is not None:
-        check_network(network)
-    if nvlink_merge is not None and (not isinstance(nvlink_merge, int) or nvlink_merge < 1):
-        raise ScheduleError(f"optcc: nvlink_merge must be a positive integer, got {nvlink_merge!r}")
     if relay is not None:
         try:
             relay = Fraction(str(relay))
@@ -746,6 +777,8 @@ def optcc(
             sliver = Fraction(str(sliver))
         except (ValueError, ZeroDivisionError):
             raise ScheduleError(f"optcc: sliver must be a number, got {sliver!r}") from None
+        if not 0 <= sliver < 1:
+            raise ScheduleError(f"optcc: the straggler's sliver must be in [0, 1), got {sliver}")
     others = ring_fraction is not None or direct
     rings = _use_hier_ring(
         servers, shares, hier_ring, others or bool(weighted_ring) or bool(pipeline)
@@ -784,8 +817,6 @@ def optcc(
             name="optcc",
             meta=(("generator", "optcc"), ("variant", "ring (no degraded server)")),
         )
-    if not isinstance(max_serial, int) or max_serial < 1:
-        raise ScheduleError(f"optcc: max_serial must be a positive integer, got {max_serial!r}")
     if window is None:
         window = 2
     nics = max(sv.nics for sv in servers)

@@ -87,7 +87,7 @@ def r2cc_allreduce(
         common = list(worst.alive)
     lost = [c for c in range(nics) if c not in common] or list(range(nics))
     k = pieces if pieces is not None else min(12, 2 * default_pieces(size * x, len(servers)))
-    if not isinstance(k, int) or k < 1:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ScheduleError(f"r2cc_allreduce: pieces must be a positive integer, got {k!r}")
     b = Builder("r2cc_allreduce", topology.num_ranks)
     b.order_by_release = True
