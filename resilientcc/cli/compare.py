@@ -22,6 +22,9 @@ from resilientcc.cli.sim_report import (
     overlap_note,
     references,
     report_run,
+    show_pct,
+    show_ratio,
+    show_time,
 )
 from resilientcc.errors import InputError
 from resilientcc.topology.model import Topology
@@ -111,12 +114,6 @@ def _print_comparison(cmp: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    def ratio(x: float | None) -> str:
-        return "n/a" if x is None else f"{x:.3f}"
-
-    def pct(x: float | None) -> str:
-        return "n/a" if x is None else f"{x * 100:+.1f} %"
-
     size = format_size(Fraction(cmp["size_bytes"]))
     failures = "; ".join(cmp["failures"]) or "no failure"
     table = Table(title=f"rcc sim: {cmp['topology']}, {size}")
@@ -133,18 +130,16 @@ def _print_comparison(cmp: dict[str, Any]) -> None:
         name = f"[bold]{r['algorithm']}[/bold]" if r["time_s"] == best else r["algorithm"]
         table.add_row(
             name,
-            format_time(r["time_s"]),
-            format_time(r["latency_s"]),
-            ratio(r["ratio_to_bound"]),
-            ratio(r["byte_floor_ratio_to_bound"]),
-            pct(vs),
+            show_time(r["time_s"]),
+            show_time(r["latency_s"]),
+            show_ratio(r["ratio_to_bound"], 3),
+            show_ratio(r["byte_floor_ratio_to_bound"], 3),
+            show_pct(vs, 1),
         )
     console = Console()
     console.print(table)
 
-    def t(x: float | None) -> str:
-        return "n/a" if x is None else format_time(x)
-
+    t = show_time
     lines = [
         f"failures: {failures}",
         f"lower bound {t(cmp['lower_bound_s'])}; fault-free bound"

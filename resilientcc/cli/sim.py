@@ -34,7 +34,6 @@ from resilientcc.cli.common import (
 from resilientcc.cli.compare import algorithm_list, compare
 from resilientcc.cli.sim_report import generate_schedule, print_report, report_run
 from resilientcc.errors import InputError
-from resilientcc.topology.io import check_writable
 from resilientcc.units import parse_time
 
 __all__ = ["sim"]
@@ -113,16 +112,15 @@ def sim(
 
     if engine not in ENGINES:
         raise InputError(f"--engine: must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if plot_file is not None and plot_file.suffix.lower() != ".png":
-        raise InputError(f"--plot: {plot_file} must end in .png")
+    # the output paths before the simulation, which can take minutes
     if plot_file is not None:
-        check_writable(plot_file, "--plot")  # before the simulation, which can take minutes
-    if trace_file is not None:
-        from resilientcc.sim.trace import TRACE_FORMATS
+        from resilientcc.sim.plot import check_png_path
 
-        if trace_file.suffix.lower() not in TRACE_FORMATS:
-            raise InputError(f"--trace: {trace_file} must end in .csv or .json (a Chrome trace)")
-        check_writable(trace_file, "--trace")
+        check_png_path(plot_file)
+    if trace_file is not None:
+        from resilientcc.sim.trace import trace_format
+
+        trace_format(trace_file)
     m = parse_size_option(size)
     base = float(parse_time(base_latency, "--base-latency"))
     topo = build_topology(ctx)

@@ -33,6 +33,9 @@ __all__ = [
     "print_report",
     "references",
     "report_run",
+    "show_pct",
+    "show_ratio",
+    "show_time",
     "sim_report",
 ]
 
@@ -186,19 +189,33 @@ def sim_report(
     return out
 
 
+def show_time(x: float | None) -> str:
+    """A time for a table (``n/a`` where there is none)."""
+    return "n/a" if x is None else format_time(x)
+
+
+def show_pct(x: float | None, digits: int) -> str:
+    """An overhead (a fraction) as a signed percentage for a table."""
+    return "n/a" if x is None else f"{x * 100:+.{digits}f} %"
+
+
+def show_ratio(x: float | None, digits: int) -> str:
+    """A ratio for a table."""
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
 def print_report(rep: dict[str, Any]) -> None:
     """Print :func:`sim_report`'s dictionary as ``rcc sim``'s table, with its notes."""
     from rich.console import Console
     from rich.table import Table
 
-    def t(x: float | None) -> str:
-        return "n/a" if x is None else format_time(x)
+    t = show_time
 
     def pct(x: float | None) -> str:
-        return "n/a" if x is None else f"{x * 100:+.2f} %"
+        return show_pct(x, 2)
 
     def ratio(x: float | None) -> str:
-        return "n/a" if x is None else f"{x:.4f}"
+        return show_ratio(x, 4)
 
     table = Table(title=f"rcc sim: {rep['algorithm']} on {rep['topology']}")
     table.add_column("quantity")

@@ -567,13 +567,12 @@ def _ring_split(
 
 
 def _check_int(name: str, value: object, least: int) -> None:
-    """An integer option (``None`` = its default) of at least ``least``; booleans are not."""
+    """An integer option (``None`` = its default) of at least ``least`` (0 or 1); booleans
+    are not integers here."""
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        kind = "a positive integer" if least == 1 else f"an integer of at least {least}"
-        if least == 0:
-            kind = "a non-negative integer"
+        kind = {0: "a non-negative integer", 1: "a positive integer"}[least]
         raise ScheduleError(f"optcc: {name} must be {kind}, got {value!r}")
 
 

@@ -15,15 +15,20 @@ import numpy as np
 from resilientcc.errors import InputError
 from resilientcc.schedules.ir import Schedule
 from resilientcc.sim.result import SimResult
+from resilientcc.topology.io import atomic_file, check_writable
 from resilientcc.topology.model import Topology
 
 __all__ = [
     "KINDS",
+    "check_png_path",
     "gantt_selection",
     "kind_series",
+    "kinds_of",
     "plot",
     "plot_compare",
     "plot_gantt",
+    "rank_servers",
+    "schedule_rows",
     "transfer_kinds",
     "utilisation_series",
 ]
@@ -56,23 +61,42 @@ def transfer_kinds(result: SimResult, schedule: Schedule, topology: Topology) ->
     >>> print(", ".join(KINDS[k] for k in sorted(set(kinds.tolist()))))
     NVLink reduce, network reduce, network copy, NVLink copy
     """
-    n = result.num_transfers
+    rows = schedule_rows(result, schedule, "transfer_kinds")
+    ts = schedule.transfers
+    is_reduce = np.fromiter((t.op == "reduce" for t in ts), bool, len(ts))[rows]
+    server = rank_servers(topology)
+    return kinds_of(is_reduce, server[result.src], server[result.dst])
+
+
+def schedule_rows(result: SimResult, schedule: Schedule, what: str = "plot") -> np.ndarray:
+    """Each simulated transfer's index in ``schedule.transfers`` (matched by id).
+
+    Raises:
+        InputError: ``result`` has a transfer that ``schedule`` lacks (``what`` names the
+            caller in the message).
+    """
     ts = schedule.transfers
     ids = np.fromiter((t.id for t in ts), np.int64, len(ts))
-    is_reduce = np.fromiter((t.op == "reduce" for t in ts), bool, len(ts))
-    if len(ts) != n or not np.array_equal(ids, result.transfer_ids):
-        # the result's transfers in another order (or another schedule's): match by id
-        order = np.argsort(ids, kind="stable")
-        at = np.searchsorted(ids[order], result.transfer_ids)
-        if at.size and (at.max() >= len(ts) or np.any(ids[order][at] != result.transfer_ids)):
-            raise InputError("transfer_kinds: the result is not a simulation of this schedule")
-        is_reduce = is_reduce[order][at]
-    # each rank's server, -1 for a GPU in none (switch-model endpoints)
+    if len(ts) == result.num_transfers and np.array_equal(ids, result.transfer_ids):
+        return np.arange(len(ts))  # the simulator keeps the schedule's order
+    order = np.argsort(ids, kind="stable")
+    at = np.searchsorted(ids[order], result.transfer_ids)
+    if at.size and (at.max() >= len(ts) or np.any(ids[order][at] != result.transfer_ids)):
+        raise InputError(f"{what}: the result is not a simulation of this schedule")
+    return order[at]
+
+
+def rank_servers(topology: Topology) -> np.ndarray:
+    """Each rank's server, ``-1`` for a GPU in none."""
     server = np.full(max((g.rank or 0 for g in topology.gpus), default=-1) + 1, -1, np.int64)
     for g in topology.gpus:
         server[g.rank or 0] = -1 if g.server is None else g.server
-    src, dst = server[result.src], server[result.dst]
-    inside = (src == dst) & (src >= 0)
+    return server
+
+
+def kinds_of(is_reduce: np.ndarray, src_server: np.ndarray, dst_server: np.ndarray) -> np.ndarray:
+    """Indices into :data:`KINDS` from each transfer's op and its ranks' servers."""
+    inside = (src_server == dst_server) & (src_server >= 0)
     out = np.where(inside, np.where(is_reduce, 0, 3), np.where(is_reduce, 1, 2))
     return out.astype(np.int8)
 
@@ -116,13 +140,9 @@ def kind_series(
     ``k`` in each bin (:func:`utilisation_series` of its transfers), so the rows sum to
     the aggregate throughput.
     """
-    x, _ = utilisation_series(result, bins, select=np.zeros(result.num_transfers, bool))
-    rates = np.zeros((len(KINDS), x.size))
-    for k in range(len(KINDS)):
-        mask = kinds == k
-        if mask.any():
-            rates[k] = utilisation_series(result, bins, select=mask)[1]
-    return x, rates
+    series = [utilisation_series(result, bins, select=kinds == k) for k in range(len(KINDS))]
+    x = series[0][0]  # the same bins for every kind
+    return x, np.array([rate for _, rate in series]).reshape(len(KINDS), x.size)
 
 
 def gantt_selection(
@@ -254,10 +274,18 @@ def plot_compare(
     _save(fig, out)
 
 
-def _pyplot(out: Path) -> Any:
-    """``matplotlib.pyplot`` on the Agg backend, once ``out`` is known to be a PNG path."""
+def check_png_path(path: str | os.PathLike[str]) -> None:
+    """InputError unless ``path`` ends in ``.png`` and can be written. Cheap, so ``rcc
+    sim`` calls it before simulating."""
+    out = Path(path)
     if out.suffix.lower() != ".png":
         raise InputError(f"--plot: {out} must end in .png")
+    check_writable(out, "--plot")
+
+
+def _pyplot(out: Path) -> Any:
+    """``matplotlib.pyplot`` on the Agg backend, once ``out`` is known to be a PNG path."""
+    check_png_path(out)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -291,16 +319,13 @@ def _stack_kinds(
 
 
 def _save(fig: Any, out: Path) -> None:
-    """Write ``fig`` to ``out`` atomically (a temporary file, then a rename), and close it."""
+    """Write ``fig`` to ``out`` atomically (:func:`~resilientcc.topology.io.atomic_file`),
+    and close it."""
     import matplotlib.pyplot as plt
 
-    tmp = out.with_name(f".{out.name}.tmp.png")
     try:
-        fig.savefig(tmp, dpi=100)
-        os.replace(tmp, out)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"--plot: cannot write {out} ({e.strerror or e})") from None
+        with atomic_file(out, "--plot", "wb") as f:
+            fig.savefig(f, format="png", dpi=100)
     finally:
         plt.close(fig)
 

@@ -19,20 +19,19 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
-from typing import TextIO
+from typing import IO
 
 import numpy as np
 
 from resilientcc.errors import InputError
 from resilientcc.schedules.ir import Schedule
-from resilientcc.sim.plot import KINDS, transfer_kinds
+from resilientcc.sim.plot import KINDS, kinds_of, rank_servers, schedule_rows
 from resilientcc.sim.result import SimResult
-from resilientcc.topology.io import check_writable
+from resilientcc.topology.io import atomic_file, check_writable
 from resilientcc.topology.model import Topology
 
-__all__ = ["TRACE_FORMATS", "write_trace"]
+__all__ = ["TRACE_FORMATS", "trace_format", "write_trace"]
 
 #: file suffixes :func:`write_trace` writes, and their formats
 TRACE_FORMATS = {".csv": "csv", ".json": "chrome"}
@@ -45,25 +44,23 @@ _BLOCK = 50_000
 
 def _columns(result: SimResult, schedule: Schedule, topology: Topology) -> dict[str, np.ndarray]:
     """Per-transfer columns, in the result's order (matched to the schedule by id)."""
-    by_id = {t.id: t for t in schedule.transfers}
-    try:
-        ts = [by_id[int(i)] for i in result.transfer_ids]
-    except KeyError:
-        raise InputError("trace: the result is not a simulation of this schedule") from None
-    server = {g.rank: g.server for g in topology.gpus}
+    rows = schedule_rows(result, schedule, "trace")
+    ts = schedule.transfers
+    n = len(ts)
+    op = np.array([t.op for t in ts], dtype=object)[rows]
+    server = rank_servers(topology)
+    src = server[result.src]
     return {
-        "chunk": np.fromiter((t.chunk for t in ts), np.int64, len(ts)),
-        "count": np.fromiter((t.count for t in ts), np.int64, len(ts)),
-        "op": np.array([t.op for t in ts], dtype=object),
-        "channel": np.fromiter((t.channel for t in ts), np.int64, len(ts)),
-        "kind": transfer_kinds(result, schedule, topology),
-        "server": np.array(
-            [-1 if server.get(int(r)) is None else server[int(r)] for r in result.src], np.int64
-        ),
+        "chunk": np.fromiter((t.chunk for t in ts), np.int64, n)[rows],
+        "count": np.fromiter((t.count for t in ts), np.int64, n)[rows],
+        "op": op,
+        "channel": np.fromiter((t.channel for t in ts), np.int64, n)[rows],
+        "kind": kinds_of(op == "reduce", src, server[result.dst]),
+        "server": src,
     }
 
 
-def _write_csv(f: TextIO, result: SimResult, cols: dict[str, np.ndarray]) -> None:
+def _write_csv(f: IO[str], result: SimResult, cols: dict[str, np.ndarray]) -> None:
     f.write(_CSV_HEADER)
     r = result
     for lo in range(0, r.num_transfers, _BLOCK):
@@ -77,7 +74,7 @@ def _write_csv(f: TextIO, result: SimResult, cols: dict[str, np.ndarray]) -> Non
         )
 
 
-def _write_chrome(f: TextIO, result: SimResult, cols: dict[str, np.ndarray]) -> None:
+def _write_chrome(f: IO[str], result: SimResult, cols: dict[str, np.ndarray]) -> None:
     r = result
     f.write('{"displayTimeUnit": "ns", "otherData": ')
     f.write(
@@ -137,6 +134,17 @@ def _write_chrome(f: TextIO, result: SimResult, cols: dict[str, np.ndarray]) -> 
     f.write("\n]}\n")
 
 
+def trace_format(path: str | os.PathLike[str]) -> str:
+    """The format ``path`` asks for (``"csv"`` or ``"chrome"``), once it is known to be
+    writable; InputError otherwise. Cheap, so ``rcc sim`` calls it before simulating."""
+    out = Path(path)
+    fmt = TRACE_FORMATS.get(out.suffix.lower())
+    if fmt is None:
+        raise InputError(f"--trace: {out} must end in .csv or .json (a Chrome trace)")
+    check_writable(out, "--trace")
+    return fmt
+
+
 def write_trace(
     result: SimResult, schedule: Schedule, topology: Topology, path: str | os.PathLike[str]
 ) -> str:
@@ -148,25 +156,8 @@ def write_trace(
         InputError: another suffix, a path that cannot be written, or a result that is
             not a simulation of ``schedule``.
     """
-    out = Path(path)
-    fmt = TRACE_FORMATS.get(out.suffix.lower())
-    if fmt is None:
-        raise InputError(f"--trace: {out} must end in .csv or .json (a Chrome trace)")
-    check_writable(out, "--trace")
+    fmt = trace_format(path)
     cols = _columns(result, schedule, topology)
-    parent = out.parent if str(out.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{out.name}.")
-    except OSError as e:
-        raise InputError(f"--trace: cannot write {out} ({e.strerror or e})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            (_write_csv if fmt == "csv" else _write_chrome)(f, result, cols)
-        os.replace(tmp, out)
-    except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"--trace: cannot write {out} ({e.strerror or e})") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path, "--trace") as f:
+        (_write_csv if fmt == "csv" else _write_chrome)(f, result, cols)
     return fmt

@@ -30,10 +30,10 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from resilientcc.errors import InputError, TopologyError
 from resilientcc.topology.model import Link, Node, Topology
@@ -43,6 +43,7 @@ from resilientcc.units import parse_bandwidth, parse_time
 __all__ = [
     "FORMAT",
     "VERSION",
+    "atomic_file",
     "atomic_write_text",
     "check_writable",
     "load_topology",
@@ -55,24 +56,41 @@ FORMAT = "resilientcc-topology"
 VERSION = 1
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write a file atomically (temp file + rename), so a failure leaves nothing half-written."""
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike[str], what: str = "", mode: str = "w") -> Iterator[IO[Any]]:
+    """Open a temporary file next to ``path`` (``mode`` ``"w"`` text or ``"wb"`` bytes) and
+    rename it to ``path`` when the block ends, so a failure leaves nothing half-written.
+
+    ``what`` (e.g. an option name) prefixes the messages of the InputError raised for a
+    path that cannot be written.
+    """
     p = Path(path)
-    check_writable(p)
+    check_writable(p, what)
+
+    def cannot(e: OSError) -> InputError:
+        where = f"{what}: cannot write {p}" if what else f"{p}: cannot write"
+        return InputError(f"{where} ({e.strerror or e})")
+
     try:
         fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.")
     except OSError as e:
-        raise InputError(f"{p}: cannot write ({e.strerror or e})") from None
+        raise cannot(e) from None
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, mode) as f:
+            yield f
         os.replace(tmp, p)
     except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(e, OSError):
-            raise InputError(f"{p}: cannot write ({e.strerror or e})") from None
+            raise cannot(e) from None
         raise
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write a file atomically (:func:`atomic_file`), so a failure leaves nothing half-written."""
+    with atomic_file(path) as f:
+        f.write(text)
 
 
 def check_writable(path: str | os.PathLike[str], what: str = "") -> None:
