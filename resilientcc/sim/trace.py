@@ -11,7 +11,7 @@ that follows is in the event's arguments.
 The CSV keeps every time at full float precision (seconds); the Chrome trace rounds
 its microseconds to 0.1 ns. The file is written in blocks to a temporary file and
 renamed at the end, so a failure leaves nothing half-written. OptCC on 8 × 8 GPUs,
-1 GiB, one NIC lost (1.4 million transfers) gives 184 MB of CSV in 8 s, or 353 MB
+1 GiB, one NIC lost (1.4 million transfers) gives 184 MB of CSV in 8–10 s, or 353 MB
 of JSON in 15–22 s.
 """
 
