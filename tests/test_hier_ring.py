@@ -8,7 +8,11 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from optcc_checks import assert_optcc_near_bound  # tests/ is on sys.path
+from optcc_checks import (  # tests/ is on sys.path
+    assert_optcc_near_bound,
+    assert_own_results_lagged,
+    fan_out,
+)
 from test_hier_pipeline import _net_bytes  # tests/ is on sys.path (pytest's rootdir)
 
 from resilientcc.bounds import lower_bound
@@ -416,12 +420,37 @@ def test_sliver_schedules_are_proved(servers: int, gpus: int, lost: int) -> None
     assert r.verdict == PROVED, str(r)
 
 
+@pytest.mark.parametrize("lag", [0, 1, 3, 10])
+def test_sliver_results_wait_for_later_partials(lag: int) -> None:
+    """``sliver_lag``: the straggler sends the results of piece ``k``'s sliver only after
+    its partials of piece ``k + lag`` (the last piece's at the end), from the same GPU, so
+    its egress still has work once its last partials have left; and the schedule is
+    still an AllReduce. A sliver chunk is one the straggler sends to every healthy
+    server; a piece's chunks are allocated together, its sliver's last."""
+    servers, gpus, pieces = 5, 4, 6
+    topo = fail_nics(hierarchical(servers, gpus), 0, 1)
+    b = Builder("hr", topo.num_ranks)
+    hier_ring(b, server_view(topo), pieces, M, sliver_lag=lag)
+    sched = b.build(M, topology=topo.shape_fingerprint)
+    assert all(d < t.id for t in sched.transfers for d in t.deps)
+
+    fans = fan_out(sched, gpus)
+    sliver = sorted(c for c, dests in fans.items() if len(dests) == servers - 1)
+    assert len(sliver) == sum(1 for dests in fans.values() if len(dests) > 1)
+    # each piece's sliver chunks are a run of consecutive ids; the piece of any chunk is
+    # the number of runs that end before it
+    ends = [c for c in sliver if c + 1 not in sliver]
+    assert len(ends) == pieces
+    assert_own_results_lagged(sched, gpus, pieces, lag, lambda c: sum(e < c for e in ends))
+
+
 def test_sliver_is_faster_where_the_straggler_can_own_a_part() -> None:
     """7 × 8 GPUs, 1 NIC lost (β = 7/8 > β*), 64 MiB: the sliver beats the decoupled
     straggler, which loads every healthy NIC beyond the bound while the straggler's sit
-    idle part of the time (443 against 466 µs; 7 × 4 GPUs at 128 / 256 MiB: 1.397 / 2.629
-    against 1.430 / 2.716 ms, but at 64 MiB, in 6 pieces, 795 against 782 µs), and OptCC
-    picks it."""
+    idle part of the time (443 against 466 µs when the sliver's exchange ran inside each
+    piece, 423 against 447 with its results lagged; 7 × 4 GPUs at 128 / 256 MiB then:
+    1.397 / 2.629 against 1.430 / 2.716 ms, but at 64 MiB, in 6 pieces, 795 against 782
+    µs), and OptCC picks it."""
     topo = fail_nics(hierarchical(7, 8), 0, 1)
     size = Fraction(2**26)
     s = optcc(topo, size, check=False)

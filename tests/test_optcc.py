@@ -318,8 +318,8 @@ def test_bad_pieces_is_a_schedule_error(servers, lost, pieces):
 VARIANT_TABLE = [
     (4, 8, "none", "pipelined hierarchical"),
     (9, 8, "none", "ring (no degraded server)"),
-    (6, 8, "0:1", "pipelined hierarchical"),
-    (7, 8, "0:1", "hierarchical ring"),
+    (5, 8, "0:1", "pipelined hierarchical"),
+    (6, 8, "0:1", "hierarchical ring"),
     (4, 8, "0:4", "hierarchical ring"),
     (9, 8, "0:1+1:1", "pipelined hierarchical"),
     (9, 5, "0:1", "weighted ring"),

@@ -35,18 +35,35 @@ hop: every owner sends its server's partial of it to ``d`` and gets the result b
 ``(1 − w)(2N_h − 1)/N_h + w``: the bound's water-filling (``w = 0.047`` and ``1.890 · M``
 there), and :func:`sliver_class_sizes` sizes the classes so that every healthy NIC
 carries the same. The owners exchange it on ``d``'s alive rails in turn (the ``x``-th
-owner on the ``x``-th alive rail after the class's own), so the partials reach ``d`` on every alive
-NIC and land on its GPUs directly, a few on each (the first copied onto the GPU's spent
-copy, the rest added: no long chain of ordered writes into one buffer); a binomial tree
-over NVLink adds them into the GPU that holds ``d``'s own sum, a binomial broadcast gives
-the result to ``d``'s GPUs, and each landing GPU returns it to its owners. 1 GiB, 1 / 2
-NICs lost: 8 servers 4.988 / 5.145 ms (1.045 / 1.061 × the bound) where the pipelined
-schedule took 5.189 / 5.394, 16 servers 5.299 (1.045 ×) where the decoupled ring took
-5.483; 7 × 8 GPUs at 256 MiB 1.343 against 1.436 decoupled. On fewer servers the
-straggler's NVLink, not its NICs, sets the floor (its dead-rail GPU owns nothing, see
+owner on the ``x``-th alive rail after the class's own), so the partials reach ``d`` on
+every alive NIC and land on its GPUs directly, a few on each. 1 GiB, 1 / 2 NICs lost: 8
+servers 4.988 / 5.145 ms (1.045 / 1.061 × the bound) where the pipelined schedule took
+5.189 / 5.394, 16 servers 5.299 (1.045 ×) where the decoupled ring took 5.483; 7 × 8
+GPUs at 256 MiB 1.343 against 1.436 decoupled. On fewer servers the straggler's NVLink,
+not its NICs, sets the floor (its dead-rail GPU owns nothing, see
 :func:`~resilientcc.schedules.hier_pipeline.ring_order`) and the pipelined schedule is
 as fast or faster (6 servers, 1 / 2 lost: 5.022 / 5.106 against 4.987 / 5.092 ms), so
 OptCC uses the sliver from :data:`~resilientcc.schedules.optcc.SLIVER_MIN_SERVERS` on.
+
+**The sliver off the pieces' pace** (``sliver_lag``, default
+:func:`default_sliver_lag`). The sliver needs no ring, so its exchange need not keep
+step with its piece. Each owner sums its server's partial of a piece's sliver in an
+NVLink ring pass of its own, at the start of the piece; the partials are *added* into
+``d``'s GPUs before ``d``'s own ring over them (on :data:`SLIVER_CHANNEL`, so a partial
+still on its way holds no piece up) carries them with ``d``'s part to the class's GPU; a
+binomial broadcast gives every GPU of ``d`` the result; and ``d`` returns the results of
+piece ``k`` only after its partials of piece ``k + lag`` (4 from 24 pieces on), each owner then copying them
+to its GPUs in one hop. Before, the exchange ran inside each piece's passes (the
+partials copied onto spent copies, a binomial tree into ``d``'s sum, the results back
+at once), and ``d``'s egress idled at the end of the run: its last partials had left,
+and the healthy servers still ran the last pieces' rings. With the results held back,
+its egress still has the last pieces' results to send then. 1 GiB, 1 / 2 NICs lost: 8
+servers 4.950 / 5.084 → 4.905 / 5.007 ms (1.037 / 1.049 → 1.028 / 1.032 × the bound;
+zero latency 1.028 / 1.044 → 1.014 / 1.019), 16 servers 5.260 / 5.301 → 5.217 / 5.258
+(1.037 → 1.028 ×); 8 servers at 256 MiB 1.146 → 1.111 ×. The lag: 0 / 4 / 8 / 16 pieces
+1.031 / 1.028 / 1.029 / 1.042 × (8 servers, 1 lost, 1 GiB), and 0 / 4 / 8 / 12 / 16
+1.122 / 1.111 / 1.114 / 1.121 / 1.171 × at 256 MiB: a longer lag leaves the healthy
+servers' ingress the slivers' results at the end, beside the last rings.
 
 Staging (``stage``, the default): the owner's chunk is written by the ring's last step
 and by ``d``'s partial, and two writes of one buffer are ordered, so one of them waits
@@ -170,8 +187,10 @@ __all__ = [
     "HALVING",
     "HOP_PIECE_BYTES",
     "MAX_RING_PIECE_BYTES",
+    "MAX_SLIVER_LAG",
     "NETWORKS",
     "RING",
+    "SLIVER_CHANNEL",
     "STAGE_CHANNEL",
     "TWO_WAY_MIN_GPUS",
     "TWO_WAY_MIN_HEALTHY",
@@ -182,6 +201,7 @@ __all__ = [
     "default_flat_tail",
     "default_ring_pieces",
     "default_sliver",
+    "default_sliver_lag",
     "hier_ring",
     "hier_ring_classes",
     "sliver_class_sizes",
@@ -203,6 +223,13 @@ def check_network(network: str) -> None:
 
 #: NVLink channel of the folds of staged partials into their owners (``stage``)
 STAGE_CHANNEL = 2
+#: NVLink channel of the straggler's sliver's passes on ``d`` and of the broadcasts of its
+#: results (``sliver_lag``). The owners sum their partials of it on channel 0, in turn
+#: with the pieces' reduce-scatters (on channel 3 too: 8 × 8 GPUs, 1 NIC lost, 1.113
+#: against 1.111 × the bound at 256 MiB, 1.0285 against 1.0278 at 1 GiB)
+SLIVER_CHANNEL = 3
+#: the most pieces by which the straggler's sliver results wait (:func:`default_sliver_lag`)
+MAX_SLIVER_LAG = 4
 #: a ring step's slot in the id order, in units of (latency + bytes' time) of the step
 DEFAULT_SPACING = 2.0
 #: the same with the rings both ways (:data:`TWO_WAY_MIN_HEALTHY`)
@@ -375,6 +402,23 @@ def default_flat_tail(size: Fraction, pieces: int) -> int:
     return min(pieces, max(1, math.ceil(FLAT_TAIL_BYTES * pieces / size)))
 
 
+def default_sliver_lag(pieces: int) -> int:
+    """Pieces by which the straggler's sliver results wait: a sixth of the pieces, 1 to
+    :data:`MAX_SLIVER_LAG` (see :func:`hier_ring`'s ``sliver_lag``).
+
+    Measured, × the bound, lag 0 / 1 / 2 / 4: 8 × 8 GPUs, 1 NIC lost, 128 MiB (12
+    pieces) 1.244 / 1.222 / 1.224 / 1.222, 2 lost 1.246 / 1.234 / 1.223 / 1.223; 7 × 8
+    GPUs, 1 lost, 64 MiB (6 pieces) 1.448 / 1.445 / 1.461 / 1.469; at 256 MiB (24
+    pieces) and 1 GiB (96) 4 is best (module docs), and 8 no better (8 servers, 512
+    MiB, 48 pieces, lag 2 / 4 / 8: 1.056 / 1.056 / 1.057; 6 servers, 1 GiB, 128
+    pieces: 1.082 / 1.070 / 1.072).
+
+    >>> tuple(default_sliver_lag(p) for p in (1, 6, 12, 24, 96))
+    (1, 1, 2, 4, 4)
+    """
+    return min(MAX_SLIVER_LAG, max(1, pieces // 6))
+
+
 def dealt_evenly(dead: int, alive: int, owners: int) -> bool:
     """Whether dealing the dead rails' shards over the alive rails loads every owner evenly.
 
@@ -465,6 +509,7 @@ def hier_ring(
     shard_order: bool = True,
     flat_gate: bool = True,
     network: str = RING,
+    sliver_lag: int | None = None,
 ) -> list[PipeClass]:
     """Add the hierarchical ring AllReduce of the whole buffer to ``b`` (see the module docs).
 
@@ -484,7 +529,10 @@ def hier_ring(
     5.860 ms). ``stage``: the straggler's partials land on a staging GPU of the owner's
     server and are folded into the owner over NVLink after the network ring
     (:func:`staging_gpu`); without it they go straight to the owner. ``sliver``: the part
-    of every class the straggler owns (default :func:`default_sliver`; 0 = none).
+    of every class the straggler owns (default :func:`default_sliver`; 0 = none);
+    ``sliver_lag``: the straggler returns the results of piece ``k``'s sliver after its
+    partials of piece ``k + sliver_lag`` (default :func:`default_sliver_lag`; see the
+    module docs).
     ``shard_order``: each healthy server's NVLink passes move the shards in the order
     its network ring needs them (reduce-scatter) and they arrive (all-gather), by
     :func:`ring_steps`; else in owner order on every server (with ``merge`` above 1 the
@@ -631,38 +679,6 @@ def hier_ring(
         else []
     )
 
-    def add_sliver(i: int, c: int, at: float, back: float) -> None:
-        """The straggler's sliver ``c`` of class ``i``: a one-hop exchange with every owner.
-
-        Owner ``t``'s partial crosses on its ``sliver_rail`` and lands on ``d``'s GPU of
-        that rail: added into the holder (the GPU that ends ``d``'s NVLink reduce-scatter
-        of ``c``), copied onto any other GPU (its copy of ``c`` is spent once it has
-        passed it on), so no GPU takes a long chain of ordered writes. A binomial tree
-        over NVLink adds them into the holder, a binomial broadcast gives every GPU of
-        ``d`` the result (``c`` is not in ``d``'s ring all-gather), and each landing GPU
-        sends it back to the owners whose partials it took.
-        """
-        holder = servers[d].rail_rank(classes[i].rail_d)
-        landed: list[int] = []
-        for t in owners:
-            rail = sliver_rail[(i, t)]
-            x = servers[d].rail_rank(rail)
-            op = REDUCE if x == holder or x in landed else COPY
-            b.add(servers[t].rail_rank(rail), x, c, op, rail, net=True, release=at)
-            if x != holder and x not in landed:
-                landed.append(x)
-        rest = [r for r in local_rings[d] if r != holder]
-        # released no later than the broadcast that waits for it: ids follow releases,
-        # and a transfer ordered before its own dependency on a connection deadlocks
-        # (with one ring hop a small class's broadcast came first; 3 × 4 GPUs)
-        at_tree = min(at + net_step[0], back)
-        b.tree_reduce([holder, *landed], c, channel=STAGE_CHANNEL, release=at_tree)
-        b.tree_bcast([holder, *rest], c, channel=STAGE_CHANNEL, release=back, flat=False)
-        for t in owners:
-            rail = sliver_rail[(i, t)]
-            src, dst = servers[d].rail_rank(rail), servers[t].rail_rank(rail)
-            b.add(src, dst, c, COPY, rail + g, net=True, release=back)
-
     # the order in which each server's NVLink passes move the shards (indices into keys,
     # the same every piece): with ``shard_order`` on the healthy servers, the order the
     # network ring needs them there (reduce-scatter) and they arrive (all-gather), ties
@@ -680,6 +696,74 @@ def hier_ring(
             j = owner_pos[s]
             rs_order[s].sort(key=lambda e: (need[(j, pos[e])], (pos[e] - j) % no))
             ag_order[s].sort(key=lambda e: (arrive[(j, pos[e])], (pos[e] - j) % no))
+    # ``sliver_lag``: the slivers of every piece, (class, chunk, piece, release of d's
+    # broadcast); their results are returned after the loop, once d's partials of piece
+    # k + lag are known
+    lagged: list[tuple[int, int, int, float]] = []
+
+    def add_sliver_head(k: int, thin: dict[int, int]) -> None:
+        """Piece ``k``'s slivers up to their sums on ``d``, each pass its own (``sliver_lag``).
+
+        Each owner sums its server's partial of a class's sliver on the GPU of the rail
+        it crosses to ``d``, in an NVLink ring of its own; the partials are added into
+        ``d``'s GPUs of those rails *before* ``d``'s own ring over them (on
+        :data:`SLIVER_CHANNEL`), which carries them to the class's GPU with ``d``'s
+        part; a binomial broadcast gives every GPU of ``d`` the result.
+        """
+        at = k * per_piece
+
+        def on(s: int) -> list[list[int]]:  # server s's slivers, by NVLink ring slot
+            out: list[list[int]] = [[] for _ in range(g)]
+            for i, c in thin.items():
+                out[thin_slots[i][s]].append(c)
+            return out
+
+        for s in owners:  # each owner sums its server's partials on its sliver GPU
+            b.ring_reduce_scatter(local_rings[s], on(s), 0, release=at, step_release=nvl_step)
+        t_land = at + (g - 1) * nvl_step
+        for i, c in thin.items():  # added into d's GPUs before d's own pass reads them
+            for t in owners:
+                rail = sliver_rail[(i, t)]
+                b.add(
+                    servers[t].rail_rank(rail),
+                    servers[d].rail_rank(rail),
+                    c,
+                    REDUCE,
+                    rail,
+                    net=True,
+                    release=t_land,
+                )
+        t_sum = t_land + net_step[0]
+        b.ring_reduce_scatter(
+            local_rings[d], on(d), SLIVER_CHANNEL, release=t_sum, step_release=nvl_step
+        )
+        t_bcast = t_sum + (g - 1) * nvl_step
+        for i, c in thin.items():
+            holder = servers[d].rail_rank(classes[i].rail_d)
+            rest = [r for r in local_rings[d] if r != holder]
+            b.tree_bcast([holder, *rest], c, channel=SLIVER_CHANNEL, release=t_bcast, flat=False)
+            lagged.append((i, c, k, t_bcast))
+
+    def add_sliver_tail(lag: int) -> None:
+        """The slivers' results back to the owners, piece ``k``'s after ``d``'s partials of
+        piece ``k + lag``, and each owner's flat NVLink broadcast of them."""
+        for i, c, k, t_bcast in lagged:
+            gate_piece = min(pieces - 1, k + lag)
+            # no earlier in the id order than the partials they wait for (released at
+            # their piece's network stage) and d's broadcast of the result
+            at = max(gate_piece * per_piece + (g - 1) * nvl_step + pass_time[i], t_bcast)
+            for t in owners:
+                rail = sliver_rail[(i, t)]
+                src, dst = servers[d].rail_rank(rail), servers[t].rail_rank(rail)
+                gate = sent_from.get((gate_piece, src), ())
+                b.add(src, dst, c, COPY, rail + g, net=True, release=at, deps=gate)
+            for t in owners:
+                x = servers[t].rail_rank(sliver_rail[(i, t)])
+                rest = [r for r in local_rings[t] if r != x]
+                b.tree_bcast(
+                    [x, *rest], c, channel=SLIVER_CHANNEL, release=at + net_step[0], flat=True
+                )
+
     b.order_by_release = True
     # each server's transfers of its latest ring all-gather over NVLink (``flat_gate``)
     last_ring_ag: dict[int, range] = {}
@@ -696,11 +780,8 @@ def hier_ring(
         # the straggler's slivers: one chunk per class, on every owner on the GPU of the
         # rail it crosses to the straggler, on the straggler on the class's GPU
         thin = {i: b.chunk(piece * cl.size * w) for i, cl in enumerate(classes)} if w else {}
-        sliver_ids = set(thin.values())
-        for i, c in thin.items():
-            for s, x in thin_slots[i].items():
-                groups[s][x].append(c)
-                ag_groups[s][x].append(c)
+        if thin:
+            add_sliver_head(k, thin)
         for s, ring in local_rings.items():
             b.ring_reduce_scatter(
                 ring, groups[s], 0, release=t0, step_release=nvl_step, merge=merge
@@ -727,8 +808,6 @@ def hier_ring(
                     sent_from.setdefault((k, src), []).append(tid)
             net_pass(members[i], shards, cl.rail, REDUCE, t_net, i)
             t_back = t_net + pass_time[i]
-            if w:
-                add_sliver(i, thin[i], t_net, t_back)
             if d >= 0 and stage:  # fold the staged partials in last, over NVLink
                 for t, owner in zip(owners, members[i], strict=True):
                     b.add(
@@ -754,10 +833,9 @@ def hier_ring(
                 after = last_ring_ag.get(s, ()) if flat_gate else ()
                 b.flat_all_gather(ring, ag_groups[s], 1, release=t_ag, after=after)
                 continue
-            ag = ag_groups[s]
-            if s == d and thin:  # the slivers have their own broadcast
-                ag = [[c for c in grp if c not in sliver_ids] for grp in ag]
             last_ring_ag[s] = b.ring_all_gather(
-                ring, ag, 1, release=t_ag, step_release=nvl_step, merge=merge
+                ring, ag_groups[s], 1, release=t_ag, step_release=nvl_step, merge=merge
             )
+    if lagged:
+        add_sliver_tail(default_sliver_lag(pieces) if sliver_lag is None else sliver_lag)
     return classes

@@ -121,6 +121,7 @@ from resilientcc.schedules.direct import (
 from resilientcc.schedules.hier_pipeline import (
     default_healthy_pieces,
     default_net_window,
+    default_own_lag,
     default_pipeline_flat_tail,
     hier_pipeline,
     pipeline_blocker,
@@ -133,6 +134,7 @@ from resilientcc.schedules.hier_ring import (
     check_network,
     default_ring_pieces,
     default_sliver,
+    default_sliver_lag,
 )
 from resilientcc.schedules.hier_ring import hier_ring as hier_ring_schedule
 from resilientcc.schedules.ir import Schedule
@@ -157,8 +159,9 @@ __all__ = [
 
 #: from this many servers on, a straggler that lost whole NICs gets the hierarchical ring
 #: (with its sliver, :func:`~resilientcc.schedules.hier_ring.default_sliver`), not the
-#: pipelined schedule
-SLIVER_MIN_SERVERS = 7
+#: pipelined schedule (7 until the sliver's results were lagged,
+#: :func:`~resilientcc.schedules.hier_ring.default_sliver_lag`)
+SLIVER_MIN_SERVERS = 6
 
 #: OptCC's default is the pipelined hierarchical schedule up to this many servers (where
 #: it can run); its transfers grow as ``pieces · N² · G²``: 0.5 to 1.2 million on 8 × 8
@@ -315,13 +318,17 @@ def _use_hier_ring(
     # with the ring's later spacing and depth; 1 lost: 5.403 against 5.189)
     degraded = _degraded(servers)
     owns_nothing = any(shares[sv.index] == 0 for sv in degraded)
-    # from seven servers on, a straggler that owns a share gets it as the hierarchical
+    # from six servers on, a straggler that owns a share gets it as the hierarchical
     # ring's sliver (hier_ring.default_sliver). 1 GiB, 1 / 2 NICs lost: 6 servers 5.022
     # / 5.106 ms against the pipelined 4.987 / 5.092, 7 servers 4.910 against 5.084, 8
     # servers 4.988 / 5.145 against 5.189 / 5.394. Its NICs all at 7/8: 6 servers 5.064
     # against 4.893, 7 servers 4.977 against 5.004, 8 servers 5.012 against 5.154 (256
     # MiB: 1.381 against 1.486), 16 servers 5.350 against the weighted ring's 5.384
-    # (without the sliver the hierarchical ring took 5.478 there)
+    # (without the sliver the hierarchical ring took 5.478 there). With the sliver's
+    # results lagged (hier_ring.default_sliver_lag) 6 servers, 1 / 2 lost: 4.890 / 4.867
+    # ms against 4.919 / 5.092 (256 MiB: 1.306 / 1.307 against 1.387 / 1.423), NICs at
+    # 7/8 4.864 against 4.893; 5 servers still not: 5.346 / 4.973 against 4.711 / 4.902
+    # (all with a lag of 4 pieces)
     few = len(servers) < SLIVER_MIN_SERVERS
     if asked is False or (asked is None and few and not owns_nothing):
         return False
@@ -402,6 +409,7 @@ def _layered(
     flat_tail: int | None = None,
     network: str | None = None,
     nvlink_merge: int | None = None,
+    own_lag: int | None = None,
 ) -> Schedule:
     """OptCC's pipelined hierarchical variant, or with ``rings`` its hierarchical ring.
 
@@ -443,6 +451,7 @@ def _layered(
     b = Builder("optcc", topology.num_ranks, runs=rings and (nvlink_merge or 1) > 1)
     if rings:
         thin = default_sliver(servers) if sliver is None else Fraction(sliver)
+        lag = (default_sliver_lag(k) if own_lag is None else own_lag) if thin else None
         classes = hier_ring_schedule(
             b,
             servers,
@@ -453,12 +462,14 @@ def _layered(
             network=network or RING,
             merge=nvlink_merge or 1,
             flat_last=flat_tail,
+            sliver_lag=lag,
         )
         healthy = sum(1 for sv in servers if sv.healthy)
         shares = {sv.index: (1 - thin) / healthy if sv.healthy else thin for sv in servers}
     else:
         if flat_tail is None:
             flat_tail = default_pipeline_flat_tail(servers, size, k)
+        lag = default_own_lag(servers, relay, k, size) if own_lag is None else own_lag
         classes = hier_pipeline(
             b,
             servers,
@@ -469,6 +480,7 @@ def _layered(
             size=size,
             relay=relay,
             flat_last=flat_tail,
+            own_lag=lag,
         )
     meta = (
         ("generator", "optcc"),
@@ -479,6 +491,7 @@ def _layered(
         ("ring_fraction", "0"),
         *((("relay", str(relay)),) if relay > 0 else ()),
         *((("flat_tail", str(flat_tail)),) if flat_tail else ()),
+        *((("own_lag", str(lag)),) if lag is not None else ()),
         *((("network", network), ("nvlink_merge", str(nvlink_merge))) if rings else ()),
         ("variant", "hierarchical ring" if rings else "pipelined hierarchical"),
     )
@@ -605,6 +618,7 @@ def optcc(
     flat_tail: int | None = None,
     network: str | None = None,
     nvlink_merge: int | None = None,
+    own_lag: int | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -715,6 +729,14 @@ def optcc(
             consecutive shards as one transfer (default 1, from
             :data:`SCALED_MIN_SERVERS` servers on all of a GPU's). Ignored by the
             other variants.
+        own_lag: the degraded server returns the results of its own part of piece
+            ``k`` (its sliver on the hierarchical ring, its share in the pipelined
+            schedule) only after its partials of piece ``k + own_lag``. Default: on
+            the ring :func:`~resilientcc.schedules.hier_ring.default_sliver_lag`, in
+            the pipelined schedule
+            :func:`~resilientcc.schedules.hier_pipeline.default_own_lag` (where that is
+            ``None`` its results leave with their piece). Ignored where it owns nothing
+            and by the other variants.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -737,6 +759,7 @@ def optcc(
         ("net_window", net_window, 0),
         ("flat_tail", flat_tail, 0),
         ("nvlink_merge", nvlink_merge, 1),
+        ("own_lag", own_lag, 0),
     ):
         _check_int(name, value, least)
     for name, flag in (
@@ -798,6 +821,7 @@ def optcc(
             flat_tail=flat_tail,
             network=network,
             nvlink_merge=nvlink_merge,
+            own_lag=own_lag,
         )
     relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
     if relief is not None:
