@@ -424,9 +424,9 @@ def hier_pipeline(
     partials have left, then still has results to send; the other servers take them out
     of their NVLink all-gathers and pass them round their GPUs in a ring of their own
     (on :data:`LATE_CHANNEL`; in one hop in the ``flat_last`` pieces); they are outside
-    ``net_window``, whose partials would otherwise wait for them. The same as the hierarchical ring's ``sliver_lag``
-    (:func:`~resilientcc.schedules.hier_ring.hier_ring`); OptCC's default
-    :func:`default_own_lag`.
+    ``net_window``, whose partials would otherwise wait for them. The same as the
+    hierarchical ring's ``sliver_lag`` (:func:`~resilientcc.schedules.hier_ring.hier_ring`);
+    OptCC's default :func:`default_own_lag`.
 
     ``flat_last``: the last this many pieces end with a flat NVLink all-gather on every
     server that does not relay: each GPU copies what it holds straight to every other
@@ -617,8 +617,8 @@ def default_own_lag(
     7/8, 256 MiB 1.165 / 1.109 / 1.114. Not on 3 servers (2 lost, 1 GiB: 1.083 against
     1.129 with a lag of 1), below 8 pieces (16 MiB, 4 pieces: 2.682 against 2.703 with
     2), with the relay (4 servers, 1 lost, 1 GiB: 1.059 against 1.094 with 2, 1.169
-    with one-hop copies of the results) nor around several degraded servers (servers 0 and 1
-    losing a NIC each, 256 MiB: 1.164 against 1.701).
+    with one-hop copies of the results) nor around several degraded servers (servers 0
+    and 1 losing a NIC each, 256 MiB: 1.164 against 1.701).
 
     >>> from resilientcc.topology import hierarchical, fail_nics
     >>> from resilientcc.schedules._build import server_view

@@ -52,8 +52,8 @@ NVLink ring pass of its own, at the start of the piece; the partials are *added*
 ``d``'s GPUs before ``d``'s own ring over them (on :data:`SLIVER_CHANNEL`, so a partial
 still on its way holds no piece up) carries them with ``d``'s part to the class's GPU; a
 binomial broadcast gives every GPU of ``d`` the result; and ``d`` returns the results of
-piece ``k`` only after its partials of piece ``k + lag`` (4 from 24 pieces on), each owner then copying them
-to its GPUs in one hop. Before, the exchange ran inside each piece's passes (the
+piece ``k`` only after its partials of piece ``k + lag`` (4 from 24 pieces on), each
+owner then copying them to its GPUs in one hop. Before, the exchange ran inside each piece's passes (the
 partials copied onto spent copies, a binomial tree into ``d``'s sum, the results back
 at once), and ``d``'s egress idled at the end of the run: its last partials had left,
 and the healthy servers still ran the last pieces' rings. With the results held back,
@@ -225,8 +225,8 @@ def check_network(network: str) -> None:
 STAGE_CHANNEL = 2
 #: NVLink channel of the straggler's sliver's passes on ``d`` and of the broadcasts of its
 #: results (``sliver_lag``). The owners sum their partials of it on channel 0, in turn
-#: with the pieces' reduce-scatters (on channel 3 too: 8 × 8 GPUs, 1 NIC lost, 1.113
-#: against 1.111 × the bound at 256 MiB, 1.0285 against 1.0278 at 1 GiB)
+#: with the pieces' reduce-scatters (on this channel too they took 1.113 against 1.111 ×
+#: the bound at 256 MiB, 1.0285 against 1.0278 at 1 GiB; 8 × 8 GPUs, 1 NIC lost)
 SLIVER_CHANNEL = 3
 #: the most pieces by which the straggler's sliver results wait (:func:`default_sliver_lag`)
 MAX_SLIVER_LAG = 4
