@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -190,8 +191,6 @@ def _option_value(text: str) -> object:
         return low == "true"
     if low == "none":
         return None
-    from fractions import Fraction
-
     try:
         whole = int(low)
     except ValueError:
@@ -216,7 +215,6 @@ def generator_options(algorithm: str, items: list[str] | None) -> dict[str, obje
     {'pieces': 64, 'sliver': Fraction(1, 16), 'hier_ring': True}
     """
     import inspect
-    from fractions import Fraction
 
     from resilientcc.schedules.generators import get_generator
 

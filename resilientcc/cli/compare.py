@@ -79,8 +79,7 @@ def compare(
     runs = []
     for name in names:
         sched = generate_schedule(name, topo, size, channels)
-        rep = report_run(sched, topo, name, refs, **sim_options)
-        res = rep.pop("_result")
+        rep, res = report_run(sched, topo, name, refs, **sim_options)
         if plot_file is not None:
             from resilientcc.sim.plot import transfer_kinds
 

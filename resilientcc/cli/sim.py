@@ -163,7 +163,7 @@ def sim(
             raise InputError("--channels and -O channels=: give one")
         sched = generate_schedule(schedule, topo, m, channels, opts)
         algorithm = schedule
-    rep = report_run(
+    rep, res = report_run(
         sched,
         topo,
         algorithm,
@@ -173,7 +173,6 @@ def sim(
         latency_mode=mode,
         engine=engine,
     )
-    res = rep.pop("_result")
     if plot_file is not None:
         from resilientcc.sim.plot import plot, transfer_kinds
 

@@ -13,7 +13,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -21,6 +21,9 @@ from resilientcc.errors import ResilientCCError
 from resilientcc.schedules.ir import Schedule
 from resilientcc.topology.model import Topology
 from resilientcc.units import format_size, format_time
+
+if TYPE_CHECKING:  # the simulator is imported when a command runs, not with the CLI
+    from resilientcc.sim.result import SimResult
 
 __all__ = [
     "FF_RING_SIM_MAX_GPUS",
@@ -134,8 +137,9 @@ def sim_report(
     algorithm: str,
     refs: dict[str, Any] | None = None,
     **sim_options: Any,
-) -> dict[str, Any]:
-    """Simulate and put the result next to the bounds: the dictionary ``rcc sim --json`` prints.
+) -> tuple[dict[str, Any], SimResult]:
+    """Simulate and put the result next to the bounds: ``(the dictionary rcc sim --json
+    prints, the simulation's result)``.
 
     ``refs``: :func:`references` for this cluster and size, when already computed (the
     same for every schedule of a comparison).
@@ -185,8 +189,7 @@ def sim_report(
     }
     if bound_error is not None:
         out["bound_error"] = bound_error
-    out["_result"] = res
-    return out
+    return out, res
 
 
 def show_time(x: float | None) -> str:
@@ -308,7 +311,7 @@ def report_run(
     algorithm: str,
     refs: dict[str, Any] | None,
     **sim_options: Any,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], SimResult]:
     """:func:`sim_report`, with progress on stderr for long simulations."""
     long_sim = len(sched.transfers) >= LONG_SIM_TRANSFERS
     if long_sim:

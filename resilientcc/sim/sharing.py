@@ -292,10 +292,10 @@ class Sharing:
         """Add to ``comp`` the classes on candidate link ``li`` that it can bind.
 
         None are added if the link had slack (its flows' rates summed to less than its
-        capacity): it was no class's bottleneck. Otherwise the classes at its top rate, leaving out
-        those in ``joined``, whose rates are not old max-min rates. The others keep their
-        rates; returns whether any of them is at least ``lo`` (a slower class keeps its
-        rate anyway), for :meth:`_widen` to check.
+        capacity): it was no class's bottleneck. Otherwise the classes at its top rate,
+        leaving out those in ``joined``, whose rates are not old max-min rates. The others
+        keep their rates; returns whether any of them is at least ``lo`` (a slower class
+        keeps its rate anyway), for :meth:`_widen` to check.
         """
         rate, mult, cseen = self.rate, self.mult, self.cseen
         load = top = 0.0
