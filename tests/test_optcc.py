@@ -215,7 +215,7 @@ def test_no_failure_not_slower_than_the_ring(servers, mib, gpus):
     """At β = 1 OptCC must not lose to NCCL's ring; with 8 MiB pieces the first five
     points did (1.102, 1.020, 1.021, 1.012, 1.020 × the ring), and with 16 MiB pieces on
     4 GPUs per server the last one did (1.066)."""
-    from resilientcc.schedules.hier_pipeline import default_healthy_pieces
+    from resilientcc.schedules.hier_pipeline import default_healthy_lanes, default_healthy_pieces
     from resilientcc.sim import simulate
 
     topo = hierarchical(servers, gpus)
@@ -223,6 +223,8 @@ def test_no_failure_not_slower_than_the_ring(servers, mib, gpus):
     s = optcc(topo, size, check=False)
     assert s.meta_get("variant") == "pipelined hierarchical"
     assert s.meta_get("pieces") == str(default_healthy_pieces(size, servers, gpus))
+    lanes = default_healthy_lanes(size, int(s.meta_get("pieces")), gpus)
+    assert s.meta_get("nvlink_channels") == (str(lanes) if lanes > 1 else None)
     t_ring = simulate(ring(topo, size, check=False), topo).time_s
     assert simulate(s, topo).time_s <= 0.995 * t_ring
 

@@ -110,6 +110,7 @@ from resilientcc.schedules.ir import COPY, REDUCE
 __all__ = [
     "PipeClass",
     "class_sizes",
+    "default_healthy_lanes",
     "default_healthy_pieces",
     "default_net_window",
     "default_own_lag",
@@ -117,6 +118,7 @@ __all__ = [
     "default_pipeline_pieces",
     "default_relay",
     "hier_pipeline",
+    "nvlink_ring_channel",
     "nvlink_rings",
     "pipeline_blocker",
     "pipeline_depth",
@@ -128,12 +130,12 @@ __all__ = [
 PIECE_BYTES = 8 * 2**20
 #: the deepest default pipeline
 MAX_PIECES = 64
-#: with no degraded server: pieces of this many bytes up to :data:`HEALTHY_FLAT_SERVERS`
-#: servers, of :data:`HEALTHY_PIECE_BYTES_PER_SERVER` per server above
-#: (:func:`default_healthy_pieces`)
-HEALTHY_PIECE_BYTES = 16 * 2**20
-HEALTHY_FLAT_SERVERS = 4
-HEALTHY_PIECE_BYTES_PER_SERVER = 2 * 2**20
+#: with no degraded server (8 GPUs per server): pieces of this many bytes
+#: (:func:`default_healthy_pieces`), their NVLink rings on up to :data:`HEALTHY_MAX_LANES`
+#: lanes, one per :data:`HEALTHY_LANE_BYTES` of pieces (:func:`default_healthy_lanes`)
+HEALTHY_LANE_PIECE_BYTES = 4 * 2**20
+HEALTHY_LANE_BYTES = 16 * 2**20
+HEALTHY_MAX_LANES = 4
 #: bytes of the buffer per piece of the network stage's credit window (N + 2 of them)
 WINDOW_BYTES = 16 * 2**20
 #: the relay (:func:`default_relay`) is used where it saves this part of the busiest port
@@ -149,6 +151,8 @@ RELAY_DEEP_SERVERS = (4, 6)
 RELAY_MIN_BYTES = 2**28
 #: OptCC's default relay only up to this many servers (:func:`pipeline_relay`)
 RELAY_MAX_SERVERS = 6
+#: the first channel of the NVLink rings' second lane (:func:`nvlink_ring_channel`)
+NVLINK_LANE_BASE = 4
 #: NVLink channel of the broadcasts of a degraded owner's late results (``own_lag``)
 LATE_CHANNEL = 3
 #: OptCC's ``own_lag`` (:func:`default_own_lag`): around one degraded server that owns a
@@ -268,48 +272,64 @@ def default_pipeline_pieces(size: Fraction) -> int:
 
 
 def default_healthy_pieces(size: Fraction, servers: int, gpus: int = 8) -> int:
-    """Pipeline depth with no degraded server: 2 to 64 pieces of 16 MiB, or 2 MiB per server.
+    """Pipeline depth with no degraded server: 2 to 64 pieces.
 
-    With 8 GPUs per server, pieces are :data:`HEALTHY_PIECE_BYTES` (16 MiB) up to
-    :data:`HEALTHY_FLAT_SERVERS` servers and ``N ·``
-    :data:`HEALTHY_PIECE_BYTES_PER_SERVER` (2 MiB) above; with ``G`` GPUs they are
-    ``G/8`` of that, but never below :data:`PIECE_BYTES` (8 MiB). Without a
-    straggler nobody waits for another server's returns, and pieces of 8 MiB
-    (:func:`default_pipeline_pieces`) left OptCC slower than NCCL's ring at ``β = 1``
-    on small clusters: 1.102 / 1.054 / 1.020 × the ring on 2 servers at 64 / 128 / 256
-    MiB, 1.021 on 3 at 96 MiB, 1.020 on 8 at 256 MiB. Simulated ratios to the ring with
-    pieces of 16 MiB, ``2N`` MiB and 8 MiB (8 GPUs per server):
+    With 8 or more GPUs per server, pieces of :data:`HEALTHY_LANE_PIECE_BYTES` (4 MiB),
+    their NVLink rings spread over :func:`default_healthy_lanes` lanes; with fewer, one
+    lane and pieces of :data:`PIECE_BYTES` (8 MiB).
 
-    ============  ======================  ======================  ======================
-    servers       128 MiB                 192 MiB                 384 MiB
-    ============  ======================  ======================  ======================
-    2             0.878 / 1.054 / 1.054   0.863 / 1.032 / 1.032   0.846 / 1.008 / 1.008
-    3             0.867 / 0.976 / 0.976   0.846 / 0.942 / 0.942   0.826 / 0.899 / 0.899
-    4             0.944 / 0.982 / 0.982   0.894 / 0.930 / 0.930   0.836 / 0.870 / 0.870
-    5             1.014 / 0.975 / 1.012   0.967 / 0.935 / 0.963   0.896 / 0.879 / 0.894
-    8             0.880 (8 pieces, both)  0.993 / 0.993 / 1.029   0.962 / 0.962 / 0.979
-    ============  ======================  ======================  ======================
+    On one lane (one connection per GPU pair and pass, in FIFO order) a piece's ring step
+    waits behind the previous piece's last step, so every piece pays its ``G − 1`` NVLink
+    hops of 3.4 µs; that made pieces of 16 MiB (2 MiB per server above 4 servers) the best
+    depth on one lane. Spread over lanes, the next pieces move while a piece's step waits
+    for its hop, and smaller pieces fill and drain the pipeline faster. Ratios to NCCL's
+    ring (8 GPUs per server), the earlier default (16 MiB pieces up to 4 servers, ``2N``
+    MiB above, one lane) against this one:
 
-    With fewer GPUs per server the larger pieces lost to 8 MiB ones (4 GPUs per server,
-    16 / 8 MiB pieces: 2 servers at 64 MiB 0.686 / 0.648 × the ring, 8 servers at 64 MiB
-    1.066 / 0.963, at 256 MiB 0.944 / 0.924; 2 GPUs: 0.714 / 0.696 and 0.968 / 0.952 on
-    2 and 8 servers at 64 MiB), hence the scaling by ``G/8`` and the 8 MiB floor.
+    =======  ===============  ===============  ===============  ===============
+    servers  64 MiB           256 MiB          512 MiB          1 GiB
+    =======  ===============  ===============  ===============  ===============
+    2        0.907 / 0.872    0.855 / 0.845
+    4        0.887 / 0.788    0.865 / 0.840    0.826 / 0.815    0.812 / 0.812
+    8        0.655 / 0.561    0.993 / 0.967                     0.916 / 0.916
+    =======  ===============  ===============  ===============  ===============
+
+    With 4 or 2 GPUs per server the lanes gained at most 2 % (2 MiB pieces; 4 MiB pieces
+    lost), so those keep one lane and 8 MiB pieces (larger ones lost there: 4 GPUs per
+    server, 16 / 8 MiB pieces, 2 servers at 64 MiB 0.686 / 0.648 × the ring).
     With a degraded server more pieces pay (8 × 8 GPUs, 256 MiB, 1 NIC lost: 16 / 32
-    pieces 1.554 / 1.495 ms), hence :func:`default_pipeline_pieces` there.
+    pieces 1.554 / 1.495 ms) and lanes do not (the healthy servers' pieces then run ahead
+    of the straggler's: 4 × 8 GPUs, 256 MiB, 2 NICs lost, 2 / 4 lanes on every server
+    1.130 / 1.143 × the bound, on the healthy ones only 1.143 / 1.155, against 1.127),
+    hence :func:`default_pipeline_pieces` and one lane there.
 
     >>> tuple(default_healthy_pieces(Fraction(2**28), n) for n in (2, 4, 5, 8))
-    (16, 16, 26, 16)
+    (64, 64, 64, 64)
     >>> default_healthy_pieces(Fraction(2**30), 8), default_healthy_pieces(Fraction(2**25), 8)
-    (64, 2)
-    >>> default_healthy_pieces(Fraction(2**28), 8, gpus=4)  # 8 MiB, as with a straggler
+    (64, 8)
+    >>> default_healthy_pieces(Fraction(2**28), 8, gpus=4)  # 8 MiB
     32
     """
-    if servers <= HEALTHY_FLAT_SERVERS:
-        per_piece = Fraction(HEALTHY_PIECE_BYTES)
-    else:
-        per_piece = Fraction(HEALTHY_PIECE_BYTES_PER_SERVER * servers)
-    per_piece = max(Fraction(PIECE_BYTES), per_piece * gpus / 8)
+    per_piece = HEALTHY_LANE_PIECE_BYTES if gpus >= 8 else PIECE_BYTES
     return max(2, min(MAX_PIECES, round(size / per_piece)))
+
+
+def default_healthy_lanes(size: Fraction, pieces: int, gpus: int = 8) -> int:
+    """NVLink lanes (``nvlink_channels`` of :func:`hier_pipeline`) with no degraded server.
+
+    With 8 or more GPUs per server, as many lanes as make up :data:`HEALTHY_LANE_BYTES`
+    (16 MiB) of pieces, 1 to :data:`HEALTHY_MAX_LANES`, and no more than the pieces;
+    else 1. See :func:`default_healthy_pieces`.
+
+    >>> tuple(default_healthy_lanes(Fraction(m * 2**20), 64) for m in (256, 512, 1024))
+    (4, 2, 1)
+    >>> default_healthy_lanes(Fraction(2**23), 2), default_healthy_lanes(Fraction(2**28), 32, 4)
+    (2, 1)
+    """
+    if gpus < 8:
+        return 1
+    lanes = math.floor(HEALTHY_LANE_BYTES * pieces / size)
+    return max(1, min(HEALTHY_MAX_LANES, pieces, lanes))
 
 
 def default_net_window(servers: int, size: Fraction, pieces: int) -> int:
@@ -406,6 +426,7 @@ def hier_pipeline(
     relay: Fraction = Fraction(0),
     flat_last: int = 0,
     own_lag: int | None = None,
+    nvlink_channels: int = 1,
 ) -> list[PipeClass]:
     """Add the pipelined hierarchical AllReduce of the whole buffer to ``b``.
 
@@ -428,6 +449,11 @@ def hier_pipeline(
     hierarchical ring's ``sliver_lag`` (:func:`~resilientcc.schedules.hier_ring.hier_ring`);
     OptCC's default :func:`default_own_lag`.
 
+    ``nvlink_channels``: piece ``k``'s NVLink rings run on lane ``k mod nvlink_channels``
+    (:func:`nvlink_ring_channel`), so that a piece's ring step does not wait behind the
+    previous piece's steps on one FIFO connection (see :func:`default_healthy_pieces`;
+    OptCC's default :func:`default_healthy_lanes` with no degraded server, else 1).
+
     ``flat_last``: the last this many pieces end with a flat NVLink all-gather on every
     server that does not relay: each GPU copies what it holds straight to every other
     GPU of its server, one hop instead of the ring's ``G − 1``, over ``G − 1``
@@ -448,6 +474,8 @@ def hier_pipeline(
     ``timing`` falls back into the latency chain; at 1 GiB (64 pieces of 16 MiB) 0.75 and
     1.0 give the default's 4.486 ms on 4 servers.
     """
+    if nvlink_channels < 1:
+        raise ScheduleError(f"optcc: nvlink_channels must be at least 1, got {nvlink_channels}")
     g = servers[0].nics
     n = len(servers)
     degraded = next((sv for sv in servers if not sv.healthy), None)
@@ -531,6 +559,7 @@ def hier_pipeline(
             for s, groups in ring_groups.items():
                 groups[slot[s][i]].append(c)
         reducer: dict[int, int] = {}
+        rs_ch = nvlink_ring_channel(k % nvlink_channels)
         for s, owed in debt.items():
             for key in owed:
                 owed[key] += accrual[s]
@@ -542,7 +571,7 @@ def hier_pipeline(
                     )
                 )
             else:
-                b.ring_reduce_scatter(ranks, ring_groups[s], 0, release=t0, step_release=step)
+                b.ring_reduce_scatter(ranks, ring_groups[s], rs_ch, release=t0, step_release=step)
         for (i, t), c in chunk.items():
             cl = classes[i]
             owner = servers[t].ranks[local(t, cl)]
@@ -581,7 +610,7 @@ def hier_pipeline(
             elif flat:
                 b.flat_all_gather(ranks, groups, 1, release=t_ag)
             else:
-                b.ring_all_gather(ranks, groups, 1, release=t_ag, step_release=step)
+                b.ring_all_gather(ranks, groups, rs_ch + 1, release=t_ag, step_release=step)
     server_of = {r: sv.index for sv in servers for r in sv.ranks}
     for k, c, owner, peers, t_back in lagged:
         gate_piece = min(pieces - 1, k + (own_lag or 0))
@@ -599,6 +628,19 @@ def hier_pipeline(
                 rest = [r for r in here if r != rank]
                 b.tree_bcast([rank, *rest], c, channel=LATE_CHANNEL, release=at + net_t)
     return classes
+
+
+def nvlink_ring_channel(lane: int) -> int:
+    """The channel of the NVLink reduce-scatter ring of :func:`hier_pipeline`'s ``lane``;
+    its all-gather ring uses the next one.
+
+    Lane 0 is channels 0 and 1; lane ``j ≥ 1`` is :data:`NVLINK_LANE_BASE` ``+ 2(j − 1)``
+    and the one after, clear of the relay's and the late results' channels 2 and 3.
+
+    >>> tuple(nvlink_ring_channel(j) for j in range(4))
+    (0, 4, 6, 8)
+    """
+    return 0 if lane == 0 else NVLINK_LANE_BASE + 2 * (lane - 1)
 
 
 def default_own_lag(

@@ -87,9 +87,12 @@ is left out, as if dead: 1 GiB, 4 × 8 GPUs, 9.813 → 4.481 ms).
 With no degraded server OptCC is the pipelined hierarchical schedule up to
 :data:`PIPELINE_MAX_SERVERS` servers (0.81 × NCCL's ring on 4 × 8 GPUs at 1 GiB, 0.92 ×
 on 8 × 8) and NCCL's ring above (the direct schedule measures 1.12 × the ring there), so
-at ``β = 1`` it is at most 1.003 × the fault-free ring on 2–8 servers from 1 MiB to 1 GiB
-(pieces from :func:`~resilientcc.schedules.hier_pipeline.default_healthy_pieces`; with 8
-MiB pieces it was up to 1.10 × on 2 servers at 64 MiB and 1.020 × on 8 at 256 MiB).
+at ``β = 1`` it is at most 0.967 × the fault-free ring on 2–8 servers from 1 MiB to 512
+MiB (pieces of 4 MiB on up to 4 NVLink lanes:
+:func:`~resilientcc.schedules.hier_pipeline.default_healthy_pieces`,
+:func:`~resilientcc.schedules.hier_pipeline.default_healthy_lanes`; with 8 MiB pieces on
+one lane it was up to 1.10 × on 2 servers at 64 MiB and 1.020 × on 8 at 256 MiB, with 16
+MiB pieces up to 1.003 ×).
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ from resilientcc.schedules.direct import (
     piece_weights,
 )
 from resilientcc.schedules.hier_pipeline import (
+    default_healthy_lanes,
     default_healthy_pieces,
     default_net_window,
     default_own_lag,
@@ -410,6 +414,7 @@ def _layered(
     network: str | None = None,
     nvlink_merge: int | None = None,
     own_lag: int | None = None,
+    nvlink_channels: int | None = None,
 ) -> Schedule:
     """OptCC's pipelined hierarchical variant, or with ``rings`` its hierarchical ring.
 
@@ -449,6 +454,10 @@ def _layered(
     # merged NVLink runs: race tracking by intervals of chunks (the same schedule, built
     # faster: 128 x 8 GPUs, 4 NICs lost, 1 GiB, 37.6 -> 9.3 s)
     b = Builder("optcc", topology.num_ranks, runs=rings and (nvlink_merge or 1) > 1)
+    lanes = nvlink_channels
+    if lanes is None:
+        healthy_cluster = not rings and all(sv.healthy for sv in servers)
+        lanes = default_healthy_lanes(size, k, len(servers[0].ranks)) if healthy_cluster else 1
     if rings:
         thin = default_sliver(servers) if sliver is None else Fraction(sliver)
         lag = (default_sliver_lag(k) if own_lag is None else own_lag) if thin else None
@@ -481,6 +490,7 @@ def _layered(
             relay=relay,
             flat_last=flat_tail,
             own_lag=lag,
+            nvlink_channels=lanes,
         )
     meta = (
         ("generator", "optcc"),
@@ -492,6 +502,7 @@ def _layered(
         *((("relay", str(relay)),) if relay > 0 else ()),
         *((("flat_tail", str(flat_tail)),) if flat_tail else ()),
         *((("own_lag", str(lag)),) if lag is not None else ()),
+        *((("nvlink_channels", str(lanes)),) if not rings and lanes > 1 else ()),
         *((("network", network), ("nvlink_merge", str(nvlink_merge))) if rings else ()),
         ("variant", "hierarchical ring" if rings else "pipelined hierarchical"),
     )
@@ -619,6 +630,7 @@ def optcc(
     network: str | None = None,
     nvlink_merge: int | None = None,
     own_lag: int | None = None,
+    nvlink_channels: int | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -737,6 +749,12 @@ def optcc(
             :func:`~resilientcc.schedules.hier_pipeline.default_own_lag` (where that is
             ``None`` its results leave with their piece). Ignored where it owns nothing
             and by the other variants.
+        nvlink_channels: the pipelined schedule's NVLink lanes: piece ``k``'s rings
+            run on lane ``k mod nvlink_channels``
+            (:func:`~resilientcc.schedules.hier_pipeline.nvlink_ring_channel`).
+            Default: with no degraded server
+            :func:`~resilientcc.schedules.hier_pipeline.default_healthy_lanes`, else 1.
+            Ignored by the other variants.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -760,6 +778,7 @@ def optcc(
         ("flat_tail", flat_tail, 0),
         ("nvlink_merge", nvlink_merge, 1),
         ("own_lag", own_lag, 0),
+        ("nvlink_channels", nvlink_channels, 1),
     ):
         _check_int(name, value, least)
     for name, flag in (
@@ -822,6 +841,7 @@ def optcc(
             network=network,
             nvlink_merge=nvlink_merge,
             own_lag=own_lag,
+            nvlink_channels=nvlink_channels,
         )
     relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
     if relief is not None:
