@@ -475,8 +475,9 @@ def test_bad_relay(topo, relay, match):
 
 def test_relay_default_where_measured():
     """The relay by default: one of 8 NICs lost, from 256 MiB, up to six servers (slower
-    on eight), several degraded servers alike included; not with slowed NICs or two
-    lost."""
+    on eight), several degraded servers alike included; two lost on one server from 4
+    servers on, 1/8 (not on 3 servers, nor on two degraded servers); not with slowed
+    NICs."""
 
     def relay(topo):
         return pipeline_relay(alike_view(usable_view(server_view(topo))), M)
@@ -484,7 +485,10 @@ def test_relay_default_where_measured():
     assert relay(fail_nics(hierarchical(6, 8), 0, 1)) == Fraction(1, 9)
     assert relay(fail_nics(fail_nics(hierarchical(4, 8), 0, 1), 1, 1)) == Fraction(1, 9)
     assert relay(fail_nics(hierarchical(7, 8), 0, 1)) == 0
-    assert relay(fail_nics(hierarchical(4, 8), 0, 2)) == 0
+    assert relay(fail_nics(hierarchical(4, 8), 0, 2)) == Fraction(1, 8)
+    assert relay(fail_nics(hierarchical(3, 8), 0, 2)) == 0
+    assert relay(fail_nics(fail_nics(hierarchical(4, 8), 0, 2), 1, 2)) == 0
+    assert relay(fail_nics(hierarchical(4, 8), 0, 3)) == 0
     assert relay(scale_server_nics(hierarchical(4, 8), 0, Fraction(7, 8))) == 0
     assert relay(hierarchical(4, 8)) == 0
     one = alike_view(usable_view(server_view(fail_nics(hierarchical(4, 8), 0, 1))))
@@ -714,3 +718,32 @@ def test_nvlink_lanes_defaults_and_gain() -> None:
     assert default_healthy_lanes(size, 32, gpus=4) == 1
     with pytest.raises(ScheduleError, match="nvlink_channels"):
         optcc(topo, size, nvlink_channels=0)
+
+
+def test_two_dead_rails_relay_and_results_after_partials() -> None:
+    """Two of 8 NICs lost on one of 4 servers: OptCC relays 1/8 of every piece through
+    the dead GPUs and returns the straggler's results of a piece only after its partials
+    of the same piece (``own_lag`` 0), 1.063 → 1.059 × the bound at 1 GiB, 1.127 →
+    1.122 at 256 MiB."""
+    topo = fail_nics(hierarchical(4, 8), 0, 2)
+    s = optcc(topo, Fraction(2**28), check=False)
+    assert (s.meta_get("relay"), s.meta_get("own_lag")) == ("1/8", "0")
+    # the gate, in a few pieces: every late result waits for the partials of its own
+    # piece from the same GPU
+    gpus, pieces = 8, 4
+    s = optcc(topo, M, pieces=pieces, relay=Fraction(1, 8), own_lag=0)
+    per_piece, rest = divmod(len(s.chunks), pieces)
+    assert rest == 0
+    assert_own_results_lagged(s, gpus, pieces, 0, lambda c: c // per_piece)
+
+
+def test_two_dead_rails_relay_is_proved() -> None:
+    """Z3 proves the relay of two dead rails with ``own_lag`` 0 lossless, race-free and
+    deadlock-free (3 × 4 GPUs, 2 NICs lost on server 0)."""
+    from resilientcc.verify import PROVED, verify
+
+    topo = fail_nics(hierarchical(3, 4), 0, 2)
+    s = optcc(topo, Fraction(2**20), pieces=2, pipeline=True, relay=Fraction(1, 8), own_lag=0)
+    assert (s.meta_get("relay"), s.meta_get("own_lag")) == ("1/8", "0")
+    r = verify(s)
+    assert r.verdict == PROVED, str(r)

@@ -151,6 +151,11 @@ RELAY_DEEP_SERVERS = (4, 6)
 RELAY_MIN_BYTES = 2**28
 #: OptCC's default relay only up to this many servers (:func:`pipeline_relay`)
 RELAY_MAX_SERVERS = 6
+#: with two of 8 rails dead on one degraded server, from :data:`RELAY_TWO_MIN_SERVERS`
+#: servers on, OptCC's relay is this part of every piece, and ``own_lag`` 0
+#: (:func:`pipeline_relay`, :func:`default_own_lag`)
+RELAY_TWO_DEAD = Fraction(1, 8)
+RELAY_TWO_MIN_SERVERS = 4
 #: the first channel of the NVLink rings' second lane (:func:`nvlink_ring_channel`)
 NVLINK_LANE_BASE = 4
 #: NVLink channel of the broadcasts of a degraded owner's late results (``own_lag``)
@@ -648,8 +653,9 @@ def default_own_lag(
 ) -> int | None:
     """OptCC's ``own_lag`` for :func:`hier_pipeline`, around one degraded server from
     :data:`OWN_LAG_MIN_SERVERS` servers and :data:`OWN_LAG_MIN_PIECES` pieces on and
-    without the relay: 1 piece, 2 from :data:`OWN_LAG_TWO_BYTES` on; else ``None`` (the
-    results leave with their piece).
+    without the relay: 1 piece, 2 from :data:`OWN_LAG_TWO_BYTES` on; with the relay of
+    two dead rails (:data:`RELAY_TWO_DEAD`) 0, the results of a piece after its
+    partials; else ``None`` (the results leave with their piece).
 
     Measured, × the bound, off / lag 1 / 2 (64 pieces unless it says otherwise): 4 × 8
     GPUs, 2 of 8 NICs lost, 1 GiB 1.079 / 1.069 / 1.063, 256 MiB 1.147 / 1.127 / 1.139,
@@ -669,17 +675,18 @@ def default_own_lag(
     (None, 1, 1)
     >>> default_own_lag(four, Fraction(0), 64, Fraction(2**30))
     2
-    >>> default_own_lag(four, Fraction(1, 9), 64, Fraction(2**30)) is None
+    >>> default_own_lag(four, Fraction(1, 8), 64, Fraction(2**30))  # two dead rails
+    0
+    >>> one = server_view(fail_nics(hierarchical(4, 8), 0, 1))
+    >>> default_own_lag(one, Fraction(1, 9), 64, Fraction(2**30)) is None
     True
     """
     degraded = [sv for sv in servers if not sv.healthy]
-    if (
-        len(degraded) != 1
-        or relay > 0
-        or len(servers) < OWN_LAG_MIN_SERVERS
-        or pieces < OWN_LAG_MIN_PIECES
-    ):
+    if len(degraded) != 1 or len(servers) < OWN_LAG_MIN_SERVERS or pieces < OWN_LAG_MIN_PIECES:
         return None
+    if relay > 0:
+        dead = degraded[0].nics - len(degraded[0].alive)
+        return 0 if _two_dead_relay(servers, degraded, dead) else None
     return 2 if size >= OWN_LAG_TWO_BYTES else 1
 
 
@@ -694,7 +701,8 @@ def default_relay(gpus: int, dead: int) -> Fraction:
     against the ring's ``2 − 1/(G − L)`` (the dead GPUs own nothing, spread by
     :func:`ring_order`), else 0. With 8 GPUs that is one dead rail (``u = 1/9``: 16/9
     against 13/7 of a piece); with two, ``u = 3/26`` would save 1.4 % of the port and
-    measured no faster (4 × 8 GPUs, 1 GiB, 128 pieces: 4.639 against 4.634 ms).
+    measured no faster (4 × 8 GPUs, 1 GiB, 128 pieces: 4.639 against 4.634 ms), but
+    :func:`pipeline_relay` relays 1/8 there with ``own_lag`` 0.
 
     >>> default_relay(8, 1), default_relay(8, 2), default_relay(8, 4), default_relay(4, 1)
     (Fraction(1, 9), Fraction(0, 1), Fraction(0, 1), Fraction(1, 5))
@@ -793,11 +801,46 @@ def pipeline_relay(servers: Sequence[ServerInfo], size: Fraction) -> Fraction:
     1.300 / 1.271 × the bound against 1.255 / 1.216 without it); and below
     :data:`RELAY_MIN_BYTES`, where the pipeline's fill and drain outweigh the floor (4 ×
     8 GPUs, 1 NIC lost, 64 MiB, both 16 pieces deep: 410 against 400 µs).
+
+    With two of 8 NICs lost on one server (from :data:`RELAY_TWO_MIN_SERVERS` servers
+    on) :func:`default_relay` gives 0, but :data:`RELAY_TWO_DEAD` (1/8) pays together with
+    ``own_lag`` 0 (:func:`default_own_lag`): the straggler's results of a piece then leave
+    after its partials of the same piece. × the bound, without the relay (``own_lag`` 1
+    or 2) / relay 1/8 and ``own_lag`` 0: 4 × 8 GPUs, 256 MiB 1.127 / 1.122, 512 MiB
+    1.136 / 1.081, 1 GiB 1.063 / 1.059; 5 × 8 GPUs, 256 MiB 1.144 / 1.111, 1 GiB 1.065 /
+    1.060. Either alone did not pay (4 servers, 1 GiB: the relay with the lag of 2 or
+    none 1.075, ``own_lag`` 0 without the relay 1.069; the relay with ``own_lag`` 1
+    1.061), nor other parts (1/10, 3/26, 2/15, 1/7 with ``own_lag`` 0: 1.076 / 1.063 /
+    1.088 / 1.150; the straggler's dead GPUs then move ``15/8`` of a piece where the
+    ring's busiest port moves ``11/6``, so it is the order, not the floor), nor 3 servers (1 GiB 1.112 against 1.083), nor 3 lost (4 servers, 1 GiB, 1/8 or
+    1/10: 1.089 / 1.097 against 1.085, though 1.158 / 1.151 against 1.199 at 256 MiB).
+
+    >>> from resilientcc.topology import hierarchical, fail_nics
+    >>> from resilientcc.schedules._build import server_view
+    >>> four = server_view(fail_nics(hierarchical(4, 8), 0, 2))
+    >>> pipeline_relay(four, Fraction(2**28)), pipeline_relay(four[:3], Fraction(2**28))
+    (Fraction(1, 8), Fraction(0, 1))
     """
-    lost = {sv.nics - len(sv.alive) for sv in servers if not sv.healthy}
+    degraded = [sv for sv in servers if not sv.healthy]
+    lost = {sv.nics - len(sv.alive) for sv in degraded}
     if len(lost) != 1 or len(servers) > RELAY_MAX_SERVERS or size < RELAY_MIN_BYTES:
         return Fraction(0)
-    return default_relay(servers[0].nics, lost.pop())
+    dead = lost.pop()
+    if _two_dead_relay(servers, degraded, dead):
+        return RELAY_TWO_DEAD
+    return default_relay(servers[0].nics, dead)
+
+
+def _two_dead_relay(
+    servers: Sequence[ServerInfo], degraded: Sequence[ServerInfo], dead: int
+) -> bool:
+    """Whether OptCC relays :data:`RELAY_TWO_DEAD` (see :func:`pipeline_relay`)."""
+    return (
+        len(degraded) == 1
+        and dead == 2
+        and servers[0].nics == 8
+        and len(servers) >= RELAY_TWO_MIN_SERVERS
+    )
 
 
 def _relay_reduce(
