@@ -43,7 +43,10 @@ GPUs at 256 MiB 1.343 against 1.436 decoupled. On fewer servers the straggler's 
 not its NICs, sets the floor (its dead-rail GPU owns nothing, see
 :func:`~resilientcc.schedules.hier_pipeline.ring_order`) and the pipelined schedule is
 as fast or faster (6 servers, 1 / 2 lost: 5.022 / 5.106 against 4.987 / 5.092 ms), so
-OptCC uses the sliver from :data:`~resilientcc.schedules.optcc.SLIVER_MIN_SERVERS` on.
+OptCC uses the sliver from :data:`~resilientcc.schedules.optcc.SLIVER_MIN_SERVERS` on
+(with one NIC of 8 lost only above
+:data:`~resilientcc.schedules.optcc.ONE_DEAD_PIPELINE_MAX_SERVERS` servers, where the
+pipelined schedule stops relaying).
 
 **The sliver off the pieces' pace** (``sliver_lag``, default
 :func:`default_sliver_lag`). The sliver needs no ring, so its exchange need not keep

@@ -17,10 +17,10 @@ the result straight back. A straggler that owns nothing is *decoupled* (it gets 
 others' sum back at once and adds its own), so its egress and ingress both stream.
 
 **Pipelined hierarchical** (:mod:`~resilientcc.schedules.hier_pipeline`; the default up
-to :data:`PIPELINE_MAX_SERVERS` servers with no degraded server, or one whose NICs are
-all slowed alike and that owns a shard, and below :data:`SLIVER_MIN_SERVERS` servers
-with one that has lost whole NICs and owns a shard; where it owns nothing the
-hierarchical ring below is, and so it is with dead NICs from
+to :data:`PIPELINE_MAX_SERVERS` servers with no degraded server, and below
+:data:`SLIVER_MIN_SERVERS` servers with one that owns a shard, whose NICs are lost or
+all slowed alike (up to :data:`ONE_DEAD_PIPELINE_MAX_SERVERS` with one NIC of 8 lost);
+where it owns nothing the hierarchical ring below is, and so it is from
 :data:`SLIVER_MIN_SERVERS` servers on). Intra-server ring
 reduce-scatter, the one-hop network exchange with the same shares, and a ring
 all-gather, pipelined over up to 64 pieces so that
@@ -151,6 +151,7 @@ __all__ = [
     "ALIKE_SLACK",
     "HALVING_MIN_SERVERS",
     "HALVING_PIECES",
+    "ONE_DEAD_PIPELINE_MAX_SERVERS",
     "PIPELINE_MAX_SERVERS",
     "SCALED_MIN_SERVERS",
     "SCALED_PIECES",
@@ -166,6 +167,10 @@ __all__ = [
 #: pipelined schedule (7 until the sliver's results were lagged,
 #: :func:`~resilientcc.schedules.hier_ring.default_sliver_lag`)
 SLIVER_MIN_SERVERS = 6
+
+#: but with one NIC of 8 lost the pipelined schedule (with the straggler's relay and its
+#: results after its partials) up to this many servers
+ONE_DEAD_PIPELINE_MAX_SERVERS = 6
 
 #: OptCC's default is the pipelined hierarchical schedule up to this many servers (where
 #: it can run); its transfers grow as ``pieces · N² · G²``: 0.5 to 1.2 million on 8 × 8
@@ -332,8 +337,16 @@ def _use_hier_ring(
     # results lagged (hier_ring.default_sliver_lag) 6 servers, 1 / 2 lost: 4.890 / 4.867
     # ms against 4.919 / 5.092 (256 MiB: 1.306 / 1.307 against 1.387 / 1.423), NICs at
     # 7/8 4.864 against 4.893; 5 servers still not: 5.346 / 4.973 against 4.711 / 4.902
-    # (all with a lag of 4 pieces)
-    few = len(servers) < SLIVER_MIN_SERVERS
+    # (all with a lag of 4 pieces). With one NIC of 8 lost the pipelined schedule's
+    # relay with results after partials (hier_pipeline.default_own_lag) beat it on 6:
+    # 64 / 128 / 256 / 512 MiB / 1 GiB 1.434 / 1.243 / 1.112 / 1.070 / 1.051 x the bound
+    # against 1.671 / 1.245 / 1.143 / 1.093 / 1.070 (2 lost: 1.062 against 1.043, 1 GiB)
+    few = len(servers) < SLIVER_MIN_SERVERS or (
+        len(servers) <= ONE_DEAD_PIPELINE_MAX_SERVERS
+        and len(degraded) == 1
+        and degraded[0].nics == 8
+        and len(degraded[0].alive) == 7
+    )
     if asked is False or (asked is None and few and not owns_nothing):
         return False
     if len(degraded) > 1:
