@@ -632,3 +632,43 @@ def test_straggler_egress_window(window: int) -> None:
         if t.chunk // per >= 2
     ]
     assert held and all(held) == (window == 2) and any(held) == (window == 2)
+
+
+@pytest.mark.parametrize("first", [0, 1, 2])
+def test_first_pieces_reduce_both_ways(first: int) -> None:
+    """``two_way_first``: the first pieces' network reduce-scatters among the healthy
+    servers run both ways (each server sends to both ring neighbours), the later ones
+    and every all-gather one way; each piece allocates the same number of chunks, one
+    after the other. By default 1 where the straggler owns nothing, else 0."""
+    servers, gpus, pieces = 5, 4, 3
+    topo = fail_nics(hierarchical(servers, gpus), 0, 2)  # owns nothing
+    s = optcc(topo, M, hier_ring=True, pieces=pieces, two_way_first=first)
+    assert Fraction(s.meta_get("share_straggler")) == 0
+    per_piece, rest = divmod(len(s.chunks), pieces)
+    assert rest == 0
+    pairs: dict[tuple[int, str], set[tuple[int, int]]] = {}
+    for t in s.transfers:
+        src, dst = t.src // gpus, t.dst // gpus
+        if 0 in (src, dst) or src == dst:
+            continue
+        pairs.setdefault((t.chunk // per_piece, t.op), set()).add((src, dst))
+    healthy = servers - 1
+    for k in range(pieces):
+        assert len(pairs[k, REDUCE]) == (2 if k < first else 1) * healthy, k
+        assert len(pairs[k, COPY]) == healthy
+    assert optcc(topo, M, hier_ring=True, pieces=pieces).meta_get("two_way_first") == "1"
+    coupled = fail_nics(hierarchical(6, 8), 0, 1)
+    assert (
+        optcc(coupled, Fraction(2**23), check=False, hier_ring=True).meta_get("two_way_first")
+        is None
+    )
+
+
+def test_first_piece_both_ways_is_proved() -> None:
+    """Z3 proves the hierarchical ring with its first piece's reduce-scatter both ways
+    lossless, race-free and deadlock-free (4 × 2 GPUs, the straggler owning nothing)."""
+    topo = fail_nics(hierarchical(4, 2), 0, 1)
+    s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=2, two_way_first=1)
+    assert s.meta_get("two_way_first") == "1"
+    r = verify(s)
+    assert r.verdict == PROVED, str(r)

@@ -205,6 +205,7 @@ __all__ = [
     "default_ring_pieces",
     "default_sliver",
     "default_sliver_lag",
+    "default_two_way_first",
     "hier_ring",
     "hier_ring_classes",
     "sliver_class_sizes",
@@ -495,6 +496,28 @@ def ring_steps(
     return out
 
 
+def default_two_way_first(sliver: Fraction, halving: bool) -> int:
+    """Pieces whose network reduce-scatters run both ways although the rings run one way.
+
+    Where the straggler owns nothing (``sliver`` 0) its ingress, a binding link, has
+    nothing to do until its first results come back, after the first piece's network
+    reduce-scatter among the healthy servers: ``N_h − 1`` hops of 14 µs one way, about
+    half both ways. So the first piece's reduce-scatter runs both ways (later pieces
+    gain nothing from it: 1, 2, 4, 8 or 32 pieces gave the same time; its all-gather both
+    ways too lost, 8 servers 1.0349 against 1.0333 below). × the bound, half the
+    NICs lost, 1 GiB, off / on: 4 servers 1.0238 / 1.0233, 7 servers 1.0334 / 1.0313, 8
+    servers 1.0371 / 1.0333, and at 256 MiB 4 servers 1.0953 / 1.0931, 8 servers 1.1484
+    / 1.1331. Where it owns a sliver it is mixed (1 GiB, 1 / 2 lost: 6 servers, 2 lost
+    1.0425 / 1.0401; 7 servers 1.0300 / 1.0286 and 1.0272 / 1.0300; 8 servers 1.0278 /
+    1.0288 and 1.0325 / 1.0328; 256 MiB, 8 servers, 1 lost 1.1111 / 1.1153), so 0
+    there; and with halving 0.
+
+    >>> default_two_way_first(Fraction(0), False), default_two_way_first(Fraction(1, 20), False)
+    (1, 0)
+    """
+    return 1 if sliver == 0 and not halving else 0
+
+
 def hier_ring(
     b: Builder,
     servers: Sequence[ServerInfo],
@@ -513,6 +536,7 @@ def hier_ring(
     flat_gate: bool = True,
     network: str = RING,
     sliver_lag: int | None = None,
+    two_way_first: int | None = None,
 ) -> list[PipeClass]:
     """Add the hierarchical ring AllReduce of the whole buffer to ``b`` (see the module docs).
 
@@ -548,6 +572,8 @@ def hier_ring(
     :meth:`~resilientcc.schedules._build.Builder.halving_pass`: ``⌈log2 N_h⌉`` network
     steps per pass instead of ``N_h − 1`` or about half that, and ``N_h log N_h``
     transfers per class and piece instead of ``N_h²``).
+    ``two_way_first``: where the rings run one way, the first this many pieces' network
+    reduce-scatters run both ways (default :func:`default_two_way_first`).
     Returns the classes of every piece.
     """
     check_network(network)
@@ -576,9 +602,16 @@ def hier_ring(
     halving_sizes = [len(lv[0][1]) for lv in halving_splits(no)]
 
     def net_pass(
-        ring: list[int], shards: list[list[int]], channel: int, op: str, at: float, i: int
+        ring: list[int],
+        shards: list[list[int]],
+        channel: int,
+        op: str,
+        at: float,
+        i: int,
+        both: bool = False,
     ) -> None:
-        """One network pass of class ``i`` over the owners' ring, one way or both, or halving."""
+        """One network pass of class ``i`` over the owners' ring, one way or both (also
+        where ``both``), or halving."""
         step = net_step[i]
         if halving:
             levels = level_time[i] if op == REDUCE else level_time[i][::-1]
@@ -592,7 +625,7 @@ def hier_ring(
                 release=at,
                 level_release=offsets,
             )
-        elif bidirectional:
+        elif bidirectional or both:
             b.ring_pass_two_way(ring, shards, channel, op, net=True, release=at, step_release=step)
         elif op == REDUCE:
             b.ring_reduce_scatter(ring, shards, channel, net=True, release=at, step_release=step)
@@ -606,6 +639,9 @@ def hier_ring(
     if not 0 <= w < 1:
         raise ScheduleError(f"optcc: the straggler's sliver must be in [0, 1), got {w}")
     classes = hier_ring_classes(servers, w)
+    first_both = default_two_way_first(w, halving) if two_way_first is None else two_way_first
+    if first_both < 0:
+        raise ScheduleError(f"optcc: two_way_first must be at least 0, got {two_way_first}")
     if w and (d < 0 or any(cl.rail_d < 0 for cl in classes)):
         raise ScheduleError(
             "optcc: a sliver needs one degraded server whose dead rails are cut, not dealt"
@@ -809,7 +845,7 @@ def hier_ring(
                         release=t_net,
                     )
                     sent_from.setdefault((k, src), []).append(tid)
-            net_pass(members[i], shards, cl.rail, REDUCE, t_net, i)
+            net_pass(members[i], shards, cl.rail, REDUCE, t_net, i, k < first_both)
             t_back = t_net + pass_time[i]
             if d >= 0 and stage:  # fold the staged partials in last, over NVLink
                 for t, owner in zip(owners, members[i], strict=True):

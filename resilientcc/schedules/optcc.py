@@ -139,6 +139,7 @@ from resilientcc.schedules.hier_ring import (
     default_ring_pieces,
     default_sliver,
     default_sliver_lag,
+    default_two_way_first,
 )
 from resilientcc.schedules.hier_ring import hier_ring as hier_ring_schedule
 from resilientcc.schedules.ir import Schedule
@@ -428,6 +429,7 @@ def _layered(
     nvlink_merge: int | None = None,
     own_lag: int | None = None,
     nvlink_channels: int | None = None,
+    two_way_first: int | None = None,
 ) -> Schedule:
     """OptCC's pipelined hierarchical variant, or with ``rings`` its hierarchical ring.
 
@@ -474,6 +476,8 @@ def _layered(
     if rings:
         thin = default_sliver(servers) if sliver is None else Fraction(sliver)
         lag = (default_sliver_lag(k) if own_lag is None else own_lag) if thin else None
+        if two_way_first is None:
+            two_way_first = default_two_way_first(thin, (network or RING) == HALVING)
         classes = hier_ring_schedule(
             b,
             servers,
@@ -485,6 +489,7 @@ def _layered(
             merge=nvlink_merge or 1,
             flat_last=flat_tail,
             sliver_lag=lag,
+            two_way_first=two_way_first,
         )
         healthy = sum(1 for sv in servers if sv.healthy)
         shares = {sv.index: (1 - thin) / healthy if sv.healthy else thin for sv in servers}
@@ -516,6 +521,7 @@ def _layered(
         *((("flat_tail", str(flat_tail)),) if flat_tail else ()),
         *((("own_lag", str(lag)),) if lag is not None else ()),
         *((("nvlink_channels", str(lanes)),) if not rings and lanes > 1 else ()),
+        *((("two_way_first", str(two_way_first)),) if rings and two_way_first else ()),
         *((("network", network), ("nvlink_merge", str(nvlink_merge))) if rings else ()),
         ("variant", "hierarchical ring" if rings else "pipelined hierarchical"),
     )
@@ -644,6 +650,7 @@ def optcc(
     nvlink_merge: int | None = None,
     own_lag: int | None = None,
     nvlink_channels: int | None = None,
+    two_way_first: int | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -768,6 +775,10 @@ def optcc(
             Default: with no degraded server
             :func:`~resilientcc.schedules.hier_pipeline.default_healthy_lanes`, else 1.
             Ignored by the other variants.
+        two_way_first: the hierarchical ring's first pieces whose network
+            reduce-scatters run both ways where its rings run one way (default
+            :func:`~resilientcc.schedules.hier_ring.default_two_way_first`: 1 where the
+            straggler owns nothing, else 0). Ignored by the other variants.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -792,6 +803,7 @@ def optcc(
         ("nvlink_merge", nvlink_merge, 1),
         ("own_lag", own_lag, 0),
         ("nvlink_channels", nvlink_channels, 1),
+        ("two_way_first", two_way_first, 0),
     ):
         _check_int(name, value, least)
     for name, flag in (
@@ -855,6 +867,7 @@ def optcc(
             nvlink_merge=nvlink_merge,
             own_lag=own_lag,
             nvlink_channels=nvlink_channels,
+            two_way_first=two_way_first,
         )
     relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
     if relief is not None:
