@@ -282,9 +282,10 @@ def default_pipeline_pieces(size: Fraction) -> int:
 def default_healthy_pieces(size: Fraction, servers: int, gpus: int = 8) -> int:
     """Pipeline depth with no degraded server: 2 to 64 pieces.
 
-    With 8 or more GPUs per server, pieces of :data:`HEALTHY_LANE_PIECE_BYTES` (4 MiB),
-    their NVLink rings spread over :func:`default_healthy_lanes` lanes; with fewer, one
-    lane and pieces of :data:`PIECE_BYTES` (8 MiB).
+    With 8 or more GPUs per server (measured with 8), pieces of
+    :data:`HEALTHY_LANE_PIECE_BYTES` (4 MiB), their NVLink rings spread over
+    :func:`default_healthy_lanes` lanes; with fewer, one lane and pieces of
+    :data:`PIECE_BYTES` (8 MiB).
 
     On one lane (one connection per GPU pair and pass, in FIFO order) a piece's ring step
     waits behind the previous piece's last step, so every piece pays its ``G − 1`` NVLink
@@ -828,8 +829,9 @@ def pipeline_relay(servers: Sequence[ServerInfo], size: Fraction) -> Fraction:
     none 1.075, ``own_lag`` 0 without the relay 1.069; the relay with ``own_lag`` 1
     1.061), nor other parts (1/10, 3/26, 2/15, 1/7 with ``own_lag`` 0: 1.076 / 1.063 /
     1.088 / 1.150; the straggler's dead GPUs then move ``15/8`` of a piece where the
-    ring's busiest port moves ``11/6``, so it is the order, not the floor), nor 3 servers (1 GiB 1.112 against 1.083), nor 3 lost (4 servers, 1 GiB, 1/8 or
-    1/10: 1.089 / 1.097 against 1.085, though 1.158 / 1.151 against 1.199 at 256 MiB).
+    ring's busiest port moves ``11/6``, so it is the order, not the floor), nor 3
+    servers (1 GiB 1.112 against 1.083), nor 3 lost (4 servers, 1 GiB, 1/8 or 1/10:
+    1.089 / 1.097 against 1.085, though 1.158 / 1.151 against 1.199 at 256 MiB).
 
     >>> from resilientcc.topology import hierarchical, fail_nics
     >>> from resilientcc.schedules._build import server_view
