@@ -438,6 +438,7 @@ def _layered(
     # default depth and order: the ring's; without failures the healthy pipeline's;
     # around a degraded server pipeline_depth (with the relay's, if any)
     scaled = rings and len(servers) >= SCALED_MIN_SERVERS
+    healthy_cluster = not rings and all(sv.healthy for sv in servers)
     if rings:
         relay = Fraction(0)  # the hierarchical ring has none
         k, timing = default_ring_pieces(size, len(servers)), 0.0
@@ -450,7 +451,7 @@ def _layered(
             nvlink_merge = len(servers) if scaled else 1
         if flat_tail is None and scaled:
             flat_tail = 0
-    elif all(sv.healthy for sv in servers):
+    elif healthy_cluster:
         relay = Fraction(0) if relay is None else relay  # asked for: hier_pipeline refuses
         k, timing = default_healthy_pieces(size, len(servers), len(servers[0].ranks)), 0.0
     else:
@@ -458,6 +459,9 @@ def _layered(
         k, timing = pipeline_depth(size, len(servers), relay)
     if pieces is not None:
         k = pieces
+    lanes = nvlink_channels
+    if lanes is None:
+        lanes = default_healthy_lanes(size, k, len(servers[0].ranks)) if healthy_cluster else 1
     if pipeline_timing is None:
         pipeline_timing = timing
     if net_window is not None:
@@ -469,10 +473,6 @@ def _layered(
     # merged NVLink runs: race tracking by intervals of chunks (the same schedule, built
     # faster: 128 x 8 GPUs, 4 NICs lost, 1 GiB, 37.6 -> 9.3 s)
     b = Builder("optcc", topology.num_ranks, runs=rings and (nvlink_merge or 1) > 1)
-    lanes = nvlink_channels
-    if lanes is None:
-        healthy_cluster = not rings and all(sv.healthy for sv in servers)
-        lanes = default_healthy_lanes(size, k, len(servers[0].ranks)) if healthy_cluster else 1
     if rings:
         thin = default_sliver(servers) if sliver is None else Fraction(sliver)
         lag = (default_sliver_lag(k) if own_lag is None else own_lag) if thin else None

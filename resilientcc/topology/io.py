@@ -58,7 +58,7 @@ VERSION = 1
 
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike[str], what: str = "", mode: str = "w") -> Iterator[IO[Any]]:
-    """Open a temporary file next to ``path`` (``mode`` ``"w"`` text or ``"wb"`` bytes) and
+    """Open a temporary file next to ``path`` (``mode`` ``"w"`` UTF-8 text or ``"wb"`` bytes) and
     rename it to ``path`` when the block ends, so a failure leaves nothing half-written.
 
     ``what`` (e.g. an option name) prefixes the messages of the InputError raised for a
@@ -76,7 +76,7 @@ def atomic_file(path: str | os.PathLike[str], what: str = "", mode: str = "w") -
     except OSError as e:
         raise cannot(e) from None
     try:
-        with os.fdopen(fd, mode) as f:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as f:
             yield f
         os.replace(tmp, p)
     except BaseException as e:
