@@ -56,6 +56,9 @@ class Row:
     times_s: dict[str, float] = field(default_factory=dict)
     #: the latency part of each time: minus the time of the same run with zero latencies
     latency_s: dict[str, float] = field(default_factory=dict)
+    #: the latency-aware bound (:func:`resilientcc.bounds.latency_lower_bound`, NCCL's
+    #: base latency), when computed
+    latency_bound_s: float | None = None
 
     def over_ring(self, algo: str) -> float:
         return self.times_s[algo] / self.fault_free_ring_s
@@ -141,14 +144,22 @@ def _simulate(job: Job) -> tuple[Job, float, float]:
     return job, float(res.time_s), float(res.latency_s)
 
 
-def _bounds(servers: int, lost: int, size: int) -> tuple[float, float, float]:
-    from resilientcc.bounds import fault_free_lower_bound, fault_free_ring_time, lower_bound
+def _bounds(servers: int, lost: int, size: int) -> tuple[float, float, float, float]:
+    """The LP bound, the fault-free ring's closed form, the fault-free bound and the
+    latency-aware bound, in seconds."""
+    from resilientcc.bounds import (
+        fault_free_lower_bound,
+        fault_free_ring_time,
+        latency_lower_bound,
+        lower_bound,
+    )
 
     topo = _topology(servers, lost)
     return (
         float(lower_bound(topo, size).seconds),
         float(fault_free_ring_time(topo, size)),
         float(fault_free_lower_bound(topo, size).seconds),
+        float(latency_lower_bound(topo, size).seconds),
     )
 
 
@@ -221,7 +232,7 @@ def flagship(
     for size in sizes:
         for n in servers:
             for k in lost:
-                lb, ring_formula, ffb = _bounds(n, k, size)
+                lb, ring_formula, ffb, lat_lb = _bounds(n, k, size)
                 rows.append(
                     Row(
                         servers=n,
@@ -234,6 +245,7 @@ def flagship(
                         fault_free_bound_s=ffb,
                         times_s={a: results[(a, n, k, size)] for a in algorithms},
                         latency_s={a: latency[(a, n, k, size)] for a in algorithms},
+                        latency_bound_s=lat_lb,
                     )
                 )
     return rows
@@ -253,8 +265,11 @@ def rows_to_markdown(rows: Sequence[Row]) -> str:
     head += [f"{_short(a)}/ff ring" for a in algos]
     head += [f"{_short(a)}/bound" for a in algos]
     head += ["bound/ff bound", "optcc/ff bound"] if "optcc" in algos else ["bound/ff bound"]
+    with_lat = "optcc" in algos and all(r.latency_bound_s for r in rows)
     if "optcc" in algos:
         head += ["optcc latency part ms", "optcc zero-latency/bound"]
+    if with_lat:
+        head += ["latency bound ms", "optcc/latency bound"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         size = f"{r.size_bytes / 2**20:g} MiB"
@@ -273,6 +288,9 @@ def rows_to_markdown(rows: Sequence[Row]) -> str:
             cells.append(f"{r.over_ff_bound('optcc'):.3f}")
             cells.append(f"{r.latency_s['optcc'] * 1e3:.3f}")
             cells.append(f"{r.zero_latency_over_bound('optcc'):.3f}")
+        if with_lat and r.latency_bound_s:
+            cells.append(f"{r.latency_bound_s * 1e3:.3f}")
+            cells.append(f"{r.times_s['optcc'] / r.latency_bound_s:.3f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -56,6 +56,23 @@ def test_flagship_degraded_json() -> None:
     assert d["lp"]["constraints"] and any(c["dual"] > 0 for c in d["lp"]["constraints"])
 
 
+def test_latency_bound() -> None:
+    """--latency: the straggler's egress window ends a network route (14 µs) before the
+    base latency; the table says so; without --latency there is no such entry."""
+    d = _json("--fail", "0:4", "--latency")
+    lat = d["latency_bound"]
+    assert Fraction(lat["exact"]) == Fraction(d["lower_bound_exact"]) + Fraction(224, 10**7)
+    assert lat["route_latency_s"] == [pytest.approx(14e-6), pytest.approx(14e-6)]
+    assert "server 0" in lat["binding"]
+    d0 = _json("--fail", "0:4", "--latency", "--base-latency", "0us")
+    assert Fraction(d0["latency_bound"]["exact"]) == Fraction(lat["exact"]) - Fraction(84, 10**7)
+    assert "latency_bound" not in _json("--fail", "0:4")
+    res = _run("--fail", "0:4", "--latency")
+    assert res.exit_code == 0 and "lower bound with latency" in res.stdout
+    bad = _run("--latency", "--base-latency", "-1us")
+    assert bad.exit_code == 2 and "--base-latency" in bad.output
+
+
 def test_closed_form_method_and_options() -> None:
     d = _json("--fail", "0:4", "--method", "closed-form")
     assert d["method"] == "closed_form"

@@ -54,6 +54,18 @@ def test_json_fields_and_values() -> None:
     assert d["byte_floor_link"].startswith("s") and "nic" in d["byte_floor_link"]
 
 
+def test_latency_bound_fields() -> None:
+    """With latencies the run is compared with the latency-aware bound too: above the
+    LP bound, below the run; at zero latency it is the LP bound."""
+    d = _json("optcc", *SMALL)
+    assert d["lower_bound_s"] < d["latency_bound_s"] <= d["time_s"]
+    assert d["ratio_to_latency_bound"] == pytest.approx(d["time_s"] / d["latency_bound_s"])
+    assert 1 - 1e-9 <= d["ratio_to_latency_bound"] < d["ratio_to_bound"]
+    z = _json("optcc", *SMALL, "--zero-latency")
+    assert z["latency_bound_s"] == z["lower_bound_s"]
+    assert "lower bound with latency" in _run("optcc", *SMALL).stdout
+
+
 def test_simulated_fault_free_ring() -> None:
     """Next to the closed form, the fault-free ring simulated with the same latencies:
     the ring on a healthy cluster is its own reference; at zero latency the simulation

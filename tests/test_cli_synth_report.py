@@ -164,7 +164,7 @@ def test_flagship_uses_cache(monkeypatch):
         return job, 1e-3, 2e-5
 
     monkeypatch.setattr(report_lib, "_simulate", fake_sim)
-    monkeypatch.setattr(report_lib, "_bounds", lambda n, k, size: (1e-3, 1e-3, 1e-3))
+    monkeypatch.setattr(report_lib, "_bounds", lambda n, k, size: (1e-3, 1e-3, 1e-3, 1.1e-3))
     # a cached time without its latency part is simulated again
     cache = {"ring/2/0/1024": 5e-4, "ring/2/0/1024/latency": 1e-5, "ring/2/4/1024": 7e-4}
     rows = report_lib.flagship([2], [4], [1024], ["ring", "optcc"], workers=1, cache=cache)

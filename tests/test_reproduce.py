@@ -51,6 +51,9 @@ def test_reproduce_small_case(tmp_path, capsys):
         assert row["times_s"][a] - lat >= row["bound_s"] * (1 - 1e-9)
         assert 0 < lat < row["times_s"][a]
     assert "optcc zero-latency/bound" in md
+    # the bound that counts latency: above the LP bound, below every simulated time
+    assert "optcc/latency bound" in md
+    assert row["bound_s"] < row["latency_bound_s"] <= min(row["times_s"].values())
     assert (out / "overhead.png").exists()
     # the cache makes a rerun free
     cache = json.loads((out / "cache.json").read_text())

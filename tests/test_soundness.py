@@ -1,5 +1,8 @@
 """Soundness of the whole stack: no correct schedule beats the LP lower bound in the simulator.
 
+Nor, with latencies, the latency-aware bound (the LP's windows shortened by the route
+latencies and the base latency).
+
 Nor its own byte floor (its busiest link's bytes over capacity, computed without running it).
 
 A violation means a bug in the generator (not a correct AllReduce), the simulator (too
@@ -16,7 +19,13 @@ from hypothesis import strategies as st
 
 from resilientcc.schedules import executor
 from resilientcc.schedules.generators import GENERATORS, generate
-from resilientcc.topology import fail_nics, hierarchical, scale_server_nics, uniform_switch
+from resilientcc.topology import (
+    fail_nics,
+    hierarchical,
+    scale_server_nics,
+    switch_model,
+    uniform_switch,
+)
 
 sim = pytest.importorskip("resilientcc.sim")
 bounds = pytest.importorskip("resilientcc.bounds")
@@ -31,15 +40,26 @@ TOPOLOGIES = {
     "4x2 switch fabric": lambda: fail_nics(hierarchical(4, 2, fabric="switch"), 0, 1),
     "switch model beta 1/2": lambda: uniform_switch(4, 400 * 10**9, Fraction(1, 2)),
     "switch model beta 7/8": lambda: uniform_switch(3, 400 * 10**9, Fraction(7, 8)),
+    "switch model 5 us links": lambda: switch_model(
+        [4 * 10**10] * 3 + [10**10], latency=Fraction(5, 10**6)
+    ),
 }
 
 _cache: dict[tuple[str, int], float] = {}
+_lat_cache: dict[tuple[str, int], float] = {}
 
 
 def bound(name: str, size: int) -> float:
     if (name, size) not in _cache:
         _cache[(name, size)] = float(bounds.lower_bound(TOPOLOGIES[name](), size).seconds)
     return _cache[(name, size)]
+
+
+def latency_bound(name: str, size: int) -> float:
+    if (name, size) not in _lat_cache:
+        lat = bounds.latency_lower_bound(TOPOLOGIES[name](), size)
+        _lat_cache[(name, size)] = float(lat.seconds)
+    return _lat_cache[(name, size)]
 
 
 @pytest.mark.parametrize("size", [2**20, 2**26])
@@ -59,6 +79,11 @@ def test_simulated_time_is_at_least_the_bound(algo, topo_name, size):
         # no run beats its busiest link; the static loads are the simulated ones
         assert t >= floor * (1 - 1e-9), f"{algo} on {topo_name}: {t:.6e} s < {link}'s {floor:.6e}"
         assert r.byte_floor() == pytest.approx((floor, link), rel=1e-12)
+        if not zero:
+            lat = latency_bound(topo_name, size)
+            assert t >= lat * (1 - 1e-9), (
+                f"{algo} on {topo_name}: simulated {t:.6e} s < latency bound {lat:.6e} s"
+            )
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -82,6 +107,9 @@ def test_random_clusters_never_beat_the_bound(servers, gpus, lost, slow, algo, s
         topo = scale_server_nics(topo, servers - 1, slow)
     s = generate(algo, topo, size)
     lb = float(bounds.lower_bound(topo, size).seconds)
+    lat = float(bounds.latency_lower_bound(topo, size).seconds)
     for zero in (False, True):
         t = sim.simulate(s, topo, zero_latency=zero).time_s
         assert t >= lb * (1 - 1e-9), f"{algo}: simulated {t:.6e} s < bound {lb:.6e} s"
+        if not zero:
+            assert t >= lat * (1 - 1e-9), f"{algo}: simulated {t:.6e} s < latency bound {lat:.6e} s"

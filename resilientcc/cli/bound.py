@@ -24,7 +24,7 @@ from resilientcc.cli.common import (
     parse_size_option,
 )
 from resilientcc.errors import BoundError, InputError
-from resilientcc.units import format_bandwidth, format_size, format_time
+from resilientcc.units import format_bandwidth, format_size, format_time, parse_time
 
 __all__ = ["bound", "bound_report"]
 
@@ -32,6 +32,17 @@ MethodOpt = Annotated[
     str, typer.Option("--method", "-m", help="auto, closed-form (switch model only) or lp.")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
+LatencyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--latency",
+        help="Also the bound that counts the links' latencies and --base-latency "
+        "(the simulator's model).",
+    ),
+]
+BaseLatencyOpt = Annotated[
+    str, typer.Option("--base-latency", help="With --latency: latency added once, e.g. 8.4us.")
+]
 
 
 def _num(x: Fraction | float | None) -> float | None:
@@ -44,8 +55,28 @@ def _exact(x: Fraction | float | None) -> str | None:
     return str(x) if isinstance(x, Fraction) else repr(x)
 
 
-def bound_report(topo: Any, size: Fraction, method: str) -> dict[str, Any]:
-    """Everything ``rcc bound`` prints, as a JSON-ready dictionary."""
+def latency_report(topo: Any, size: Fraction, base: Fraction) -> dict[str, Any]:
+    """The latency-aware bound as ``rcc bound --latency --json`` prints it."""
+    from resilientcc.bounds import latency_lower_bound
+
+    lat = latency_lower_bound(topo, size, base_latency=base)
+    return {
+        "seconds": float(lat.seconds),
+        "exact": str(lat.seconds),
+        "base_latency_s": float(lat.base_latency),
+        "latency_part_s": float(lat.latency_seconds),
+        "route_latency_s": [float(x) for x in lat.link_latency],
+        "binding": lat.binding,
+        "iterations": lat.iterations,
+        "contracted": lat.contracted,
+    }
+
+
+def bound_report(
+    topo: Any, size: Fraction, method: str, base_latency: Fraction | None = None
+) -> dict[str, Any]:
+    """Everything ``rcc bound`` prints, as a JSON-ready dictionary (with
+    ``latency_bound`` when ``base_latency`` is given)."""
     from resilientcc.bounds import fault_free_lower_bound, fault_free_ring_time, lower_bound
 
     res = lower_bound(topo, size, method)
@@ -57,7 +88,7 @@ def bound_report(topo: Any, size: Fraction, method: str) -> dict[str, Any]:
     except BoundError as e:
         ff_s, ff_binding = None, f"n/a: {e}"
     overhead = (res.seconds / ring - 1) if ring else None
-    return {
+    rep = {
         "topology": topo.name,
         "failures": list(topo.failures),
         "ranks": topo.num_ranks,
@@ -104,6 +135,9 @@ def bound_report(topo: Any, size: Fraction, method: str) -> dict[str, Any]:
             "notes": list(res.notes),
         },
     }
+    if base_latency is not None:
+        rep["latency_bound"] = latency_report(topo, size, base_latency)
+    return rep
 
 
 def _print_table(rep: dict[str, Any], size: Fraction) -> None:
@@ -141,10 +175,21 @@ def _print_table(rep: dict[str, Any], size: Fraction) -> None:
         "n/a" if ff is None else format_time(ff),
         "" if ff is None else f"{rep['fault_free_lower_bound_exact']} s",
     )
+    lat = rep.get("latency_bound")
+    if lat is not None:
+        lo, hi = (format_time(x) for x in lat["route_latency_s"])
+        table.add_row(
+            "lower bound with latency",
+            format_time(lat["seconds"]),
+            f"base {format_time(lat['base_latency_s'])} + route latency "
+            f"{lo if lo == hi else f'{lo}-{hi}'} at the binding links' end",
+        )
     table.add_row("B (healthy server bandwidth)", format_bandwidth(b), "bytes/s")
     table.add_row("method", rep["method"], "")
     console.print(table)
     console.print(f"binding: {rep['binding']}")
+    if lat is not None:
+        console.print(f"binding with latency: {lat['binding']}")
     if rep["failures"]:
         console.print("failures: " + "; ".join(rep["failures"]))
     if ff is not None and ff < rep["fault_free_ring_s"] and rep["servers"] < rep["ranks"]:
@@ -170,6 +215,8 @@ def bound(
     topology_file: TopologyFileOpt = None,
     size: SizeOpt = "1GiB",
     method: MethodOpt = "auto",
+    latency: LatencyOpt = False,
+    base_latency: BaseLatencyOpt = "8.4us",
     as_json: JsonOpt = False,
 ) -> None:
     """Lower bound on AllReduce time, next to NCCL's fault-free ring.
@@ -181,8 +228,9 @@ def bound(
     if meth not in ("auto", "closed_form", "lp"):
         raise InputError(f"--method: must be auto, closed-form or lp, got {method!r}")
     m = parse_size_option(size)
+    base = parse_time(base_latency, "--base-latency")
     topo = build_topology(ctx)
-    rep = bound_report(topo, m, meth)
+    rep = bound_report(topo, m, meth, base if latency else None)
     if as_json:
         typer.echo(json.dumps(rep))
     else:

@@ -105,6 +105,21 @@ def _fault_free_ring_sim(topo: Topology, size: Fraction, sim_options: dict[str, 
     return float(simulate(ring(healthy, size), healthy, **options).time_s)
 
 
+def _latency_bound(
+    topo: Topology, size: Fraction, sim_options: dict[str, Any], bound_s: float
+) -> float:
+    """The latency-aware bound for the simulator's options (the LP bound when the run
+    ignores latencies)."""
+    from resilientcc.bounds import latency_lower_bound
+    from resilientcc.sim import DEFAULT_BASE_LATENCY
+
+    if sim_options.get("zero_latency"):
+        return bound_s
+    # a float base latency is read as the decimal it prints as (8.4e-06 -> 84/10^7)
+    base = sim_options.get("base_latency", DEFAULT_BASE_LATENCY)
+    return float(latency_lower_bound(topo, size, base_latency=base).seconds)
+
+
 def references(topo: Topology, size: Fraction, **sim_options: Any) -> dict[str, Any]:
     """What a run is compared with: the lower bound, NCCL's fault-free ring (closed form
     and, up to :data:`FF_RING_SIM_MAX_GPUS` GPUs, simulated with the same options) and
@@ -112,6 +127,7 @@ def references(topo: Topology, size: Fraction, **sim_options: Any) -> dict[str, 
     and ``bound_error`` then says why the bounds could not."""
     out: dict[str, Any] = {
         "lower_bound_s": None,
+        "latency_bound_s": None,
         "fault_free_ring_s": None,
         "fault_free_ring_sim_s": None,
         "fault_free_lower_bound_s": None,
@@ -120,6 +136,7 @@ def references(topo: Topology, size: Fraction, **sim_options: Any) -> dict[str, 
         from resilientcc.bounds import fault_free_lower_bound, fault_free_ring_time, lower_bound
 
         out["lower_bound_s"] = float(lower_bound(topo, size).seconds)
+        out["latency_bound_s"] = _latency_bound(topo, size, sim_options, out["lower_bound_s"])
         out["fault_free_ring_s"] = float(fault_free_ring_time(topo, size))
         out["fault_free_lower_bound_s"] = float(fault_free_lower_bound(topo, size).seconds)
     except (ImportError, ResilientCCError) as e:  # bounds unavailable for this topology
@@ -171,6 +188,8 @@ def sim_report(
         "base_latency_s": res.base_latency_s,
         "lower_bound_s": lb,
         "ratio_to_bound": _ratio(res.time_s, lb),
+        "latency_bound_s": refs.get("latency_bound_s"),
+        "ratio_to_latency_bound": _ratio(res.time_s, refs.get("latency_bound_s")),
         "bandwidth_ratio_to_bound": _ratio(res.bandwidth_s, lb),
         "byte_floor_s": floor_s,
         "byte_floor_link": floor_link,
@@ -231,6 +250,8 @@ def print_report(rep: dict[str, Any]) -> None:
         ("  bandwidth part", t(rep["bandwidth_s"])),
         ("lower bound", t(rep["lower_bound_s"])),
         ("time / lower bound", ratio(rep["ratio_to_bound"])),
+        ("lower bound with latency", t(rep["latency_bound_s"])),
+        ("time / lower bound with latency", ratio(rep["ratio_to_latency_bound"])),
         ("byte floor (busiest link's bytes / capacity)", t(rep["byte_floor_s"])),
         ("  byte floor / lower bound", ratio(rep["byte_floor_ratio_to_bound"])),
         ("fault-free ring (2(p-1)/p · M/B)", t(rep["fault_free_ring_s"])),
