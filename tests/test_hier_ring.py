@@ -168,13 +168,14 @@ def _gather_sources(sched, gpus: int, pieces: int) -> list[set[int]]:
 def test_flat_tail_gathers_in_one_hop() -> None:
     """The last pieces' NVLink all-gather is flat on the healthy servers (each chunk
     copied by its holder alone) and a ring elsewhere (each chunk forwarded by G − 1 GPUs;
-    the straggler, whose few holders would each send G − 1 copies, keeps its ring);
+    the straggler, whose few holders would each send G − 1 copies, keeps its ring, both
+    ways: the holder and one forwarder on 4 GPUs);
     faster at the end (4 × 8 GPUs, half lost, 16 MiB: 218.7 → 211.2 µs; 238.7 → 222.2
     before the straggler's partials were staged)."""
     topo = fail_nics(hierarchical(4, 4), 0, 2)
     sched = _build(topo, 5, flat_last=2)
-    assert _gather_sources(sched, 4, 5) == [{3}, {3}, {3}, {1, 3}, {1, 3}]
-    assert _gather_sources(_build(topo, 5, flat_last=0), 4, 5) == [{3}] * 5
+    assert _gather_sources(sched, 4, 5) == [{2, 3}, {2, 3}, {2, 3}, {1, 2}, {1, 2}]
+    assert _gather_sources(_build(topo, 5, flat_last=0), 4, 5) == [{2, 3}] * 5
     big = fail_nics(hierarchical(4, 8), 0, 4)
     size = Fraction(2**24)
     times = []
@@ -670,5 +671,53 @@ def test_first_piece_both_ways_is_proved() -> None:
     topo = fail_nics(hierarchical(4, 2), 0, 1)
     s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=2, two_way_first=1)
     assert s.meta_get("two_way_first") == "1"
+    r = verify(s)
+    assert r.verdict == PROVED, str(r)
+
+
+@pytest.mark.parametrize("lost", [1, 4])
+def test_straggler_all_gathers_both_ways(lost: int) -> None:
+    """``straggler_two_way`` (the default): the straggler's NVLink all-gathers send to
+    both ring neighbours, each GPU receiving the same bytes as in the one-way ring and
+    all of them sending as much (a GPU sends its own group twice and forwards fewer:
+    the same per GPU where the groups are equal); the healthy servers' rings are
+    unchanged."""
+    gpus = 8
+    topo = fail_nics(hierarchical(3, gpus), 0, lost)
+
+    def ag(flag: bool) -> tuple[dict[int, set[int]], Counter[int], Counter[int], int]:
+        s = optcc(topo, Fraction(2**22), hier_ring=True, pieces=2, straggler_two_way=flag)
+        assert s.meta_get("straggler_two_way") == ("1" if flag else "0")
+        mine = [
+            t
+            for t in s.transfers
+            if t.op == COPY and t.channel == 1 and t.src // gpus == 0 and t.dst // gpus == 0
+        ]
+        peers: dict[int, set[int]] = {}
+        sent: Counter[int] = Counter()
+        got: Counter[int] = Counter()
+        for t in mine:
+            peers.setdefault(t.src, set()).add(t.dst)
+            sent[t.src] += s.chunks[t.chunk].size
+            got[t.dst] += s.chunks[t.chunk].size
+        healthy = sum(1 for t in s.transfers if t.channel == 1 and t.src // gpus != 0)
+        return peers, sent, got, healthy
+
+    two, one = ag(True), ag(False)
+    assert all(len(p) == 2 for p in two[0].values()) and len(two[0]) == gpus
+    assert all(len(p) == 1 for p in one[0].values()) and len(one[0]) == gpus
+    assert two[2] == one[2] and sum(two[1].values()) == sum(one[1].values())
+    assert (two[1] == one[1]) == (lost == 4)  # equal groups where the straggler owns none
+    assert two[3] == one[3]  # healthy servers: the same transfers
+    assert "straggler_two_way" not in dict(
+        optcc(hierarchical(3, gpus), Fraction(2**22), hier_ring=True, pieces=2).meta
+    )
+
+
+def test_straggler_two_way_all_gather_is_proved() -> None:
+    """Z3 proves the hierarchical ring with the straggler's all-gathers both ways
+    lossless, race-free and deadlock-free (3 × 4 GPUs, half the NICs lost)."""
+    s = optcc(fail_nics(hierarchical(3, 4), 0, 2), Fraction(2**20), hier_ring=True, pieces=2)
+    assert s.meta_get("straggler_two_way") == "1"
     r = verify(s)
     assert r.verdict == PROVED, str(r)

@@ -430,6 +430,7 @@ def _layered(
     own_lag: int | None = None,
     nvlink_channels: int | None = None,
     two_way_first: int | None = None,
+    straggler_two_way: bool | None = None,
 ) -> Schedule:
     """OptCC's pipelined hierarchical variant, or with ``rings`` its hierarchical ring.
 
@@ -490,6 +491,7 @@ def _layered(
             flat_last=flat_tail,
             sliver_lag=lag,
             two_way_first=two_way_first,
+            straggler_two_way=straggler_two_way is not False,
         )
         healthy = sum(1 for sv in servers if sv.healthy)
         shares = {sv.index: (1 - thin) / healthy if sv.healthy else thin for sv in servers}
@@ -522,6 +524,11 @@ def _layered(
         *((("own_lag", str(lag)),) if lag is not None else ()),
         *((("nvlink_channels", str(lanes)),) if not rings and lanes > 1 else ()),
         *((("two_way_first", str(two_way_first)),) if rings and two_way_first else ()),
+        *(
+            (("straggler_two_way", "0" if straggler_two_way is False else "1"),)
+            if rings and any(not sv.healthy for sv in servers)
+            else ()
+        ),
         *((("network", network), ("nvlink_merge", str(nvlink_merge))) if rings else ()),
         ("variant", "hierarchical ring" if rings else "pipelined hierarchical"),
     )
@@ -651,6 +658,7 @@ def optcc(
     own_lag: int | None = None,
     nvlink_channels: int | None = None,
     two_way_first: int | None = None,
+    straggler_two_way: bool | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -779,6 +787,9 @@ def optcc(
             reduce-scatters run both ways where its rings run one way (default
             :func:`~resilientcc.schedules.hier_ring.default_two_way_first`: 1 where the
             straggler owns nothing, else 0). Ignored by the other variants.
+        straggler_two_way: the hierarchical ring's NVLink all-gathers on the degraded
+            server run both ways (default true; see
+            :mod:`~resilientcc.schedules.hier_ring`). Ignored by the other variants.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -814,6 +825,7 @@ def optcc(
         ("balance", balance),
         ("avoid_stage", avoid_stage),
         ("direct", direct),
+        ("straggler_two_way", straggler_two_way),
     ):
         if flag is not None and not isinstance(flag, bool):
             raise ScheduleError(f"optcc: {name} must be true or false, got {flag!r}")
@@ -868,6 +880,7 @@ def optcc(
             own_lag=own_lag,
             nvlink_channels=nvlink_channels,
             two_way_first=two_way_first,
+            straggler_two_way=straggler_two_way,
         )
     relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
     if relief is not None:
