@@ -141,8 +141,8 @@ def _print_comparison(cmp: dict[str, Any]) -> None:
     t = show_time
     lines = [
         f"failures: {failures}",
-        f"lower bound {t(cmp['lower_bound_s'])}; fault-free bound"
-        f" {t(cmp['fault_free_lower_bound_s'])}",
+        f"lower bound {t(cmp['lower_bound_s'])} ({t(cmp.get('latency_bound_s'))} counting"
+        f" latency); fault-free bound {t(cmp['fault_free_lower_bound_s'])}",
     ]
     if cmp["fault_free_ring_sim_s"] is not None:
         lines += [
