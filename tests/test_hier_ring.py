@@ -171,7 +171,10 @@ def test_flat_tail_gathers_in_one_hop() -> None:
     the straggler, whose few holders would each send G − 1 copies, keeps its ring, both
     ways: the holder and one forwarder on 4 GPUs);
     faster at the end (4 × 8 GPUs, half lost, 16 MiB: 218.7 → 211.2 µs; 238.7 → 222.2
-    before the straggler's partials were staged)."""
+    before the straggler's partials were staged), with the network all-gathers one way
+    (with the last pieces' both ways, ``two_way_last``, the two gain the same at this
+    size: 217.5 µs with neither, 196.8 with the flat tail, 196.5 with both ways, 196.8
+    with both)."""
     topo = fail_nics(hierarchical(4, 4), 0, 2)
     sched = _build(topo, 5, flat_last=2)
     assert _gather_sources(sched, 4, 5) == [{2, 3}, {2, 3}, {2, 3}, {1, 2}, {1, 2}]
@@ -181,7 +184,8 @@ def test_flat_tail_gathers_in_one_hop() -> None:
     times = []
     for flat in (0, None):
         b = Builder("hr", big.num_ranks)
-        hier_ring(b, server_view(big), default_ring_pieces(size, 4), size, flat_last=flat)
+        pieces = default_ring_pieces(size, 4)
+        hier_ring(b, server_view(big), pieces, size, flat_last=flat, two_way_last=0)
         times.append(simulate(b.build(size, topology=big.shape_fingerprint), big).time_s)
     assert times[1] < 0.98 * times[0]
 
@@ -318,14 +322,16 @@ def test_two_way_rings_space_their_steps_wider() -> None:
 
 def test_rings_both_ways_are_faster_on_many_servers() -> None:
     """12 × 4 GPUs, half of one server's NICs lost, 64 MiB, 16 pieces: both ways beats one
-    way (0.858 against 0.901 ms), the same bytes in about half the hops; both above the
-    bound."""
+    way (0.826 against 0.882 ms, with no piece's network pass both ways on the one-way
+    rings; 0.847 with the first two and last four pieces' both ways), the same bytes in
+    about half the hops; both above the bound."""
     topo = fail_nics(hierarchical(12, 4), 0, 2)
     size = Fraction(2**26)
     times = {}
     for two_way in (False, True):
         b = Builder("hr", topo.num_ranks)
-        hier_ring(b, server_view(topo), 16, size, bidirectional=two_way)
+        ends = {} if two_way else {"two_way_first": 0, "two_way_last": 0}
+        hier_ring(b, server_view(topo), 16, size, bidirectional=two_way, **ends)
         sched = b.build(size, topology=topo.shape_fingerprint, check=False)
         times[two_way] = simulate(sched, topo).time_s
     bound = float(lower_bound(topo, size).seconds)
@@ -643,7 +649,7 @@ def test_first_pieces_reduce_both_ways(first: int) -> None:
     after the other. By default 1 where the straggler owns nothing, else 0."""
     servers, gpus, pieces = 5, 4, 3
     topo = fail_nics(hierarchical(servers, gpus), 0, 2)  # owns nothing
-    s = optcc(topo, M, hier_ring=True, pieces=pieces, two_way_first=first)
+    s = optcc(topo, M, hier_ring=True, pieces=pieces, two_way_first=first, two_way_last=0)
     assert Fraction(s.meta_get("share_straggler")) == 0
     per_piece, rest = divmod(len(s.chunks), pieces)
     assert rest == 0
@@ -657,7 +663,7 @@ def test_first_pieces_reduce_both_ways(first: int) -> None:
     for k in range(pieces):
         assert len(pairs[k, REDUCE]) == (2 if k < first else 1) * healthy, k
         assert len(pairs[k, COPY]) == healthy
-    assert optcc(topo, M, hier_ring=True, pieces=pieces).meta_get("two_way_first") == "1"
+    assert optcc(topo, M, hier_ring=True, pieces=pieces).meta_get("two_way_first") == "2"
     coupled = fail_nics(hierarchical(6, 8), 0, 1)
     assert (
         optcc(coupled, Fraction(2**23), check=False, hier_ring=True).meta_get("two_way_first")
@@ -719,5 +725,54 @@ def test_straggler_two_way_all_gather_is_proved() -> None:
     lossless, race-free and deadlock-free (3 × 4 GPUs, half the NICs lost)."""
     s = optcc(fail_nics(hierarchical(3, 4), 0, 2), Fraction(2**20), hier_ring=True, pieces=2)
     assert s.meta_get("straggler_two_way") == "1"
+    r = verify(s)
+    assert r.verdict == PROVED, str(r)
+
+
+@pytest.mark.parametrize("last", [0, 1, 3])
+def test_last_pieces_gather_both_ways(last: int) -> None:
+    """``two_way_last``: the last pieces' network all-gathers among the healthy servers
+    run both ways (each server sends to both ring neighbours), on connections of their
+    own (channel rail + 2G), the earlier ones one way on rail + G; the reduce-scatters
+    are not touched. By default 4 where the straggler owns nothing, else 0; nothing
+    changes where the rings already run both ways."""
+    servers, gpus, pieces = 5, 4, 4
+    topo = fail_nics(hierarchical(servers, gpus), 0, 2)  # owns nothing
+    s = optcc(topo, M, hier_ring=True, pieces=pieces, two_way_first=0, two_way_last=last)
+    per_piece = len(s.chunks) // pieces
+    pairs: dict[tuple[int, str], set[tuple[int, int]]] = {}
+    channels: dict[int, set[int]] = {}
+    for t in s.transfers:
+        src, dst = t.src // gpus, t.dst // gpus
+        if 0 in (src, dst) or src == dst:
+            continue
+        k = t.chunk // per_piece
+        pairs.setdefault((k, t.op), set()).add((src, dst))
+        if t.op == COPY:
+            channels.setdefault(k, set()).add(t.channel // gpus)
+    healthy = servers - 1
+    for k in range(pieces):
+        late = k >= pieces - last
+        assert len(pairs[k, COPY]) == (2 if late else 1) * healthy, k
+        assert channels[k] == ({2} if late else {1}), k
+        assert len(pairs[k, REDUCE]) == healthy
+    assert optcc(topo, M, hier_ring=True, pieces=pieces).meta_get("two_way_last") == "4"
+    sliver = fail_nics(hierarchical(6, 8), 0, 1)
+    assert (
+        optcc(sliver, Fraction(2**23), check=False, hier_ring=True).meta_get("two_way_last") is None
+    )
+    # rings both ways already (8 healthy servers): the option changes no transfer
+    wide = fail_nics(hierarchical(9, 4), 0, 2)
+    a = optcc(wide, M, hier_ring=True, pieces=2, two_way_last=0, check=False)
+    b = optcc(wide, M, hier_ring=True, pieces=2, two_way_last=2, check=False)
+    assert a.transfers == b.transfers
+
+
+def test_last_pieces_both_ways_are_proved() -> None:
+    """Z3 proves the hierarchical ring with its last piece's network all-gather both
+    ways, on connections of their own, lossless, race-free and deadlock-free."""
+    topo = fail_nics(hierarchical(4, 2), 0, 1)
+    s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=2)
+    assert s.meta_get("two_way_last") == "4" and s.meta_get("two_way_first") == "2"
     r = verify(s)
     assert r.verdict == PROVED, str(r)

@@ -217,6 +217,7 @@ __all__ = [
     "default_sliver",
     "default_sliver_lag",
     "default_two_way_first",
+    "default_two_way_last",
     "hier_ring",
     "hier_ring_classes",
     "sliver_class_sizes",
@@ -257,6 +258,11 @@ FLAT_TAIL_BYTES = 64 * 2**20
 #: from this many healthy servers on, with at least :data:`TWO_WAY_MIN_GPUS` GPUs per
 #: server, the rings run both ways (:meth:`~resilientcc.schedules._build.Builder.ring_pass_two_way`)
 TWO_WAY_MIN_HEALTHY = 8
+#: where the straggler owns nothing and the rings run one way: this many first pieces'
+#: network reduce-scatters run both ways (:func:`default_two_way_first`)
+TWO_WAY_FIRST_PIECES = 2
+#: ... and this many last pieces' network all-gathers (:func:`default_two_way_last`)
+TWO_WAY_LAST_PIECES = 4
 TWO_WAY_MIN_GPUS = 4
 #: pieces of :func:`default_ring_pieces`: this many bytes per ring hop, at most
 #: :data:`MAX_RING_PIECE_BYTES` (a 1 GiB buffer in 96 pieces)
@@ -521,12 +527,39 @@ def default_two_way_first(sliver: Fraction, halving: bool) -> int:
     / 1.1331. Where it owns a sliver it is mixed (1 GiB, 1 / 2 lost: 6 servers, 2 lost
     1.0425 / 1.0401; 7 servers 1.0300 / 1.0286 and 1.0272 / 1.0300; 8 servers 1.0278 /
     1.0288 and 1.0325 / 1.0328; 256 MiB, 8 servers, 1 lost 1.1111 / 1.1153), so 0
-    there; and with halving 0.
+    there; and with halving 0. With the last pieces' all-gathers both ways
+    (:func:`default_two_way_last`) the second piece's reduce-scatter waits behind the
+    first one's less, and the first two pieces run both ways: 8 servers 1.0321 → 1.0303
+    (two pieces alone, with the all-gathers one way: 1.0333, unchanged).
 
     >>> default_two_way_first(Fraction(0), False), default_two_way_first(Fraction(1, 20), False)
-    (1, 0)
+    (2, 0)
     """
-    return 1 if sliver == 0 and not halving else 0
+    return TWO_WAY_FIRST_PIECES if sliver == 0 and not halving else 0
+
+
+def default_two_way_last(sliver: Fraction, halving: bool) -> int:
+    """Last pieces whose network all-gathers run both ways although the rings run one way.
+
+    The run ends with the last piece's network all-gather among the healthy servers,
+    ``N_h − 1`` hops of 14 µs one way (8 servers, half the NICs lost: six hops, 112 of
+    the last 135 µs). Both ways it takes about half the hops. Each owner then sends its
+    shard on two connections at once, and on the rings' own connections those transfers
+    queued behind, and held up, the other pieces' (1 GiB, 8 servers: 1.0359 / 1.0362 with
+    the last 1 / 2 pieces, 1.0631 with 32, against 1.0333); on connections of their own
+    (channel ``rail + 2G``) the last 4 / 8 / 16 pieces took 1.0321. Where the straggler
+    owns nothing, with :func:`default_two_way_first`'s two pieces, × the bound, half the
+    NICs lost, off / on: 1 GiB, 4 servers 1.0215 / 1.0212, 5 servers 1.0270 / 1.0278, 6
+    servers 1.0298 / 1.0280, 7 servers 1.0301 / 1.0283, 8 servers 1.0333 / 1.0303; 256
+    MiB, 4 servers 1.0862 / 1.0846, 5 servers 1.1085 / 1.1088, 6 servers 1.1193 /
+    1.1119, 8 servers 1.1331 / 1.1213. Where it owns a sliver it lost (8 servers, 1 / 2
+    lost: 1.0278 → 1.0300, 1.0325 → 1.0373), so 0 there; and with halving 0. Where the
+    rings already run both ways (16 servers) it changes nothing.
+
+    >>> default_two_way_last(Fraction(0), False), default_two_way_last(Fraction(1, 20), False)
+    (4, 0)
+    """
+    return TWO_WAY_LAST_PIECES if sliver == 0 and not halving else 0
 
 
 def hier_ring(
@@ -548,6 +581,7 @@ def hier_ring(
     network: str = RING,
     sliver_lag: int | None = None,
     two_way_first: int | None = None,
+    two_way_last: int | None = None,
     straggler_two_way: bool = True,
 ) -> list[PipeClass]:
     """Add the hierarchical ring AllReduce of the whole buffer to ``b`` (see the module docs).
@@ -586,6 +620,9 @@ def hier_ring(
     transfers per class and piece instead of ``N_h²``).
     ``two_way_first``: where the rings run one way, the first this many pieces' network
     reduce-scatters run both ways (default :func:`default_two_way_first`).
+    ``two_way_last``: where the rings run one way, the last this many pieces' network
+    all-gathers run both ways, on connections of their own (default
+    :func:`default_two_way_last`).
     ``straggler_two_way``: the straggler's NVLink ring all-gathers run both ways (half
     the hops, the same bytes per GPU).
     Returns the classes of every piece.
@@ -656,6 +693,9 @@ def hier_ring(
     first_both = default_two_way_first(w, halving) if two_way_first is None else two_way_first
     if first_both < 0:
         raise ScheduleError(f"optcc: two_way_first must be at least 0, got {two_way_first}")
+    last_both = default_two_way_last(w, halving) if two_way_last is None else two_way_last
+    if last_both < 0:
+        raise ScheduleError(f"optcc: two_way_last must be at least 0, got {two_way_last}")
     if w and (d < 0 or any(cl.rail_d < 0 for cl in classes)):
         raise ScheduleError(
             "optcc: a sliver needs one degraded server whose dead rails are cut, not dealt"
@@ -879,7 +919,9 @@ def hier_ring(
                         release=t_back,
                     )
                     returns_into.setdefault((k, dst), []).append(tid)
-            net_pass(members[i], shards, cl.rail + g, COPY, t_back, i)
+            # the last pieces' all-gathers both ways, on connections of their own
+            late = k >= pieces - last_both and not (bidirectional or halving)
+            net_pass(members[i], shards, cl.rail + (2 if late else 1) * g, COPY, t_back, i, late)
         t_ag = t_net + 2 * max(pass_time)
         for s, ring in local_rings.items():
             if k >= pieces - flat_last and s != d:  # each holder copies to every GPU

@@ -140,6 +140,7 @@ from resilientcc.schedules.hier_ring import (
     default_sliver,
     default_sliver_lag,
     default_two_way_first,
+    default_two_way_last,
 )
 from resilientcc.schedules.hier_ring import hier_ring as hier_ring_schedule
 from resilientcc.schedules.ir import Schedule
@@ -430,6 +431,7 @@ def _layered(
     own_lag: int | None = None,
     nvlink_channels: int | None = None,
     two_way_first: int | None = None,
+    two_way_last: int | None = None,
     straggler_two_way: bool | None = None,
 ) -> Schedule:
     """OptCC's pipelined hierarchical variant, or with ``rings`` its hierarchical ring.
@@ -479,6 +481,8 @@ def _layered(
         lag = (default_sliver_lag(k) if own_lag is None else own_lag) if thin else None
         if two_way_first is None:
             two_way_first = default_two_way_first(thin, (network or RING) == HALVING)
+        if two_way_last is None:
+            two_way_last = default_two_way_last(thin, (network or RING) == HALVING)
         classes = hier_ring_schedule(
             b,
             servers,
@@ -491,6 +495,7 @@ def _layered(
             flat_last=flat_tail,
             sliver_lag=lag,
             two_way_first=two_way_first,
+            two_way_last=two_way_last,
             straggler_two_way=straggler_two_way is not False,
         )
         healthy = sum(1 for sv in servers if sv.healthy)
@@ -524,6 +529,7 @@ def _layered(
         *((("own_lag", str(lag)),) if lag is not None else ()),
         *((("nvlink_channels", str(lanes)),) if not rings and lanes > 1 else ()),
         *((("two_way_first", str(two_way_first)),) if rings and two_way_first else ()),
+        *((("two_way_last", str(two_way_last)),) if rings and two_way_last else ()),
         *(
             (("straggler_two_way", "0" if straggler_two_way is False else "1"),)
             if rings and any(not sv.healthy for sv in servers)
@@ -658,6 +664,7 @@ def optcc(
     own_lag: int | None = None,
     nvlink_channels: int | None = None,
     two_way_first: int | None = None,
+    two_way_last: int | None = None,
     straggler_two_way: bool | None = None,
     **options: Any,
 ) -> Schedule:
@@ -785,8 +792,12 @@ def optcc(
             Ignored by the other variants.
         two_way_first: the hierarchical ring's first pieces whose network
             reduce-scatters run both ways where its rings run one way (default
-            :func:`~resilientcc.schedules.hier_ring.default_two_way_first`: 1 where the
+            :func:`~resilientcc.schedules.hier_ring.default_two_way_first`: 2 where the
             straggler owns nothing, else 0). Ignored by the other variants.
+        two_way_last: the hierarchical ring's last pieces whose network all-gathers
+            run both ways, on connections of their own, where its rings run one way
+            (default :func:`~resilientcc.schedules.hier_ring.default_two_way_last`: 4
+            where the straggler owns nothing, else 0). Ignored by the other variants.
         straggler_two_way: the hierarchical ring's NVLink all-gathers on the degraded
             server run both ways (default true; see
             :mod:`~resilientcc.schedules.hier_ring`). Ignored by the other variants.
@@ -815,6 +826,7 @@ def optcc(
         ("own_lag", own_lag, 0),
         ("nvlink_channels", nvlink_channels, 1),
         ("two_way_first", two_way_first, 0),
+        ("two_way_last", two_way_last, 0),
     ):
         _check_int(name, value, least)
     for name, flag in (
@@ -880,6 +892,7 @@ def optcc(
             own_lag=own_lag,
             nvlink_channels=nvlink_channels,
             two_way_first=two_way_first,
+            two_way_last=two_way_last,
             straggler_two_way=straggler_two_way,
         )
     relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
