@@ -152,9 +152,10 @@ takes ``G − 1`` (4 servers, half the NICs lost: 5.524 → 5.509 ms at 1 GiB, 1
 1.482 at 256 MiB). The straggler keeps its ring: its few holders would each send ``G −
 1`` copies (8 servers, 256 MiB, 7 NICs lost: 5.674 → 5.748 ms with one flat piece there).
 Its ring all-gathers run both ways instead (``straggler_two_way``,
-:meth:`~resilientcc.schedules._build.Builder.ring_pass_two_way`): every GPU sends and
-receives the bytes of the one-way ring, in ``⌈(G − 1)/2⌉`` hops instead of ``G − 1``, so
-a piece's results reach the straggler's last GPU 3 NVLink latencies sooner, and the
+:meth:`~resilientcc.schedules._build.Builder.ring_pass_two_way`; never merged): every
+GPU receives what the one-way ring brings it and they send as much in all (each GPU as
+much where the groups are equal, without a sliver), in ``⌈(G − 1)/2⌉`` hops instead of
+``G − 1``, so a piece's results reach the straggler's last GPU 3 NVLink latencies sooner, and the
 run's last piece ends sooner. Half the NICs lost: 3 / 4 / 5 servers at 1 GiB 1.0209 /
 1.0233 / 1.0302 → 1.0188 / 1.0215 / 1.0270 × the bound, at 256 MiB 3 / 4 servers
 1.0858 / 1.0931 → 1.0773 / 1.0862; 16 servers 1.0417 → 1.0412; 8 servers with 1, 2 or 4
@@ -258,12 +259,12 @@ FLAT_TAIL_BYTES = 64 * 2**20
 #: from this many healthy servers on, with at least :data:`TWO_WAY_MIN_GPUS` GPUs per
 #: server, the rings run both ways (:meth:`~resilientcc.schedules._build.Builder.ring_pass_two_way`)
 TWO_WAY_MIN_HEALTHY = 8
+TWO_WAY_MIN_GPUS = 4
 #: where the straggler owns nothing and the rings run one way: this many first pieces'
 #: network reduce-scatters run both ways (:func:`default_two_way_first`)
 TWO_WAY_FIRST_PIECES = 2
 #: ... and this many last pieces' network all-gathers (:func:`default_two_way_last`)
 TWO_WAY_LAST_PIECES = 4
-TWO_WAY_MIN_GPUS = 4
 #: pieces of :func:`default_ring_pieces`: this many bytes per ring hop, at most
 #: :data:`MAX_RING_PIECE_BYTES` (a 1 GiB buffer in 96 pieces)
 HOP_PIECE_BYTES = 2 * 2**20
@@ -623,8 +624,8 @@ def hier_ring(
     ``two_way_last``: where the rings run one way, the last this many pieces' network
     all-gathers run both ways, on connections of their own (default
     :func:`default_two_way_last`).
-    ``straggler_two_way``: the straggler's NVLink ring all-gathers run both ways (half
-    the hops, the same bytes per GPU).
+    ``straggler_two_way``: the straggler's NVLink ring all-gathers run both ways (about
+    half the hops; each GPU receives the same bytes; not merged).
     Returns the classes of every piece.
     """
     check_network(network)
