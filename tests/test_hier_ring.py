@@ -31,6 +31,7 @@ from resilientcc.schedules.hier_ring import (
     TWO_WAY_MIN_HEALTHY,
     TWO_WAY_SPACING,
     dealt_evenly,
+    default_bidirectional,
     default_egress_window,
     default_flat_tail,
     default_ring_pieces,
@@ -761,11 +762,20 @@ def test_last_pieces_gather_both_ways(last: int) -> None:
     assert (
         optcc(sliver, Fraction(2**23), check=False, hier_ring=True).meta_get("two_way_last") is None
     )
-    # rings both ways already (8 healthy servers): the option changes no transfer
+    # rings both ways already (8 healthy servers): the option changes no transfer, and
+    # optcc records neither end as both ways
     wide = fail_nics(hierarchical(9, 4), 0, 2)
-    a = optcc(wide, M, hier_ring=True, pieces=2, two_way_last=0, check=False)
-    b = optcc(wide, M, hier_ring=True, pieces=2, two_way_last=2, check=False)
-    assert a.transfers == b.transfers
+    assert default_bidirectional(server_view(wide), False)
+    assert not default_bidirectional(server_view(wide), True)
+    assert not default_bidirectional(server_view(topo), False)
+    built = []
+    for n_last in (0, 2):
+        bld = Builder("hr", wide.num_ranks)
+        hier_ring(bld, server_view(wide), 2, M, two_way_last=n_last)
+        built.append(bld.build(M, topology=wide.shape_fingerprint, check=False).transfers)
+    assert built[0] == built[1]
+    meta = dict(optcc(wide, M, hier_ring=True, pieces=2, check=False).meta)
+    assert "two_way_first" not in meta and "two_way_last" not in meta
 
 
 def test_last_pieces_both_ways_are_proved() -> None:

@@ -207,11 +207,14 @@ __all__ = [
     "RING",
     "SLIVER_CHANNEL",
     "STAGE_CHANNEL",
+    "TWO_WAY_FIRST_PIECES",
+    "TWO_WAY_LAST_PIECES",
     "TWO_WAY_MIN_GPUS",
     "TWO_WAY_MIN_HEALTHY",
     "TWO_WAY_SPACING",
     "check_network",
     "dealt_evenly",
+    "default_bidirectional",
     "default_egress_window",
     "default_flat_tail",
     "default_ring_pieces",
@@ -514,6 +517,17 @@ def ring_steps(
     return out
 
 
+def default_bidirectional(servers: Sequence[ServerInfo], halving: bool) -> bool:
+    """Whether the rings run both ways by default: from :data:`TWO_WAY_MIN_HEALTHY`
+    healthy servers of :data:`TWO_WAY_MIN_GPUS` GPUs or more, and not with halving.
+
+    Then :func:`default_two_way_first` and :func:`default_two_way_last` have nothing to
+    add (``optcc`` records them as 0).
+    """
+    healthy = sum(1 for sv in servers if sv.healthy)
+    return healthy >= TWO_WAY_MIN_HEALTHY and servers[0].nics >= TWO_WAY_MIN_GPUS and not halving
+
+
 def default_two_way_first(sliver: Fraction, halving: bool) -> int:
     """Pieces whose network reduce-scatters run both ways although the rings run one way.
 
@@ -642,7 +656,7 @@ def hier_ring(
     no = len(owners)
     halving = network == HALVING
     if bidirectional is None:
-        bidirectional = no >= TWO_WAY_MIN_HEALTHY and g >= TWO_WAY_MIN_GPUS and not halving
+        bidirectional = default_bidirectional(servers, halving)
     if halving and bidirectional:
         raise ScheduleError("optcc: the halving network runs one way (bidirectional=False)")
     if spacing is None:

@@ -136,6 +136,7 @@ from resilientcc.schedules.hier_ring import (
     HALVING,
     RING,
     check_network,
+    default_bidirectional,
     default_ring_pieces,
     default_sliver,
     default_sliver_lag,
@@ -479,10 +480,14 @@ def _layered(
     if rings:
         thin = default_sliver(servers) if sliver is None else Fraction(sliver)
         lag = (default_sliver_lag(k) if own_lag is None else own_lag) if thin else None
+        halving = (network or RING) == HALVING
+        if default_bidirectional(servers, halving):
+            # the rings run both ways: no piece has anything to add (recorded as 0)
+            two_way_first = two_way_last = 0
         if two_way_first is None:
-            two_way_first = default_two_way_first(thin, (network or RING) == HALVING)
+            two_way_first = default_two_way_first(thin, halving)
         if two_way_last is None:
-            two_way_last = default_two_way_last(thin, (network or RING) == HALVING)
+            two_way_last = default_two_way_last(thin, halving)
         classes = hier_ring_schedule(
             b,
             servers,
