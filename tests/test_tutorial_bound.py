@@ -70,3 +70,15 @@ def test_api_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "overhead         1/31" in out
     assert Fraction(1, 31)  # the script asserts the exact value itself
+
+
+def test_latency_snippet_numbers() -> None:
+    """The numbers the tutorial quotes for ``--latency``: 1.342 ms → 1.365 ms (base 8.4
+    µs + a 14 µs network route), and without the base 14 µs over the LP bound."""
+    table, as_json = _commands("latency.sh")
+    out = runner.invoke(app, table).stdout
+    assert "1.342 ms" in out and "1.365 ms" in out and "route latency 14 us" in out
+    d = json.loads(runner.invoke(app, as_json).stdout)
+    lat = d["latency_bound"]
+    assert Fraction(lat["exact"]) - Fraction(d["lower_bound_exact"]) == Fraction(14, 10**6)
+    assert lat["base_latency_s"] == 0
