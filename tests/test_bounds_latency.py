@@ -130,3 +130,14 @@ def test_bad_input():
         latency_lower_bound(topo, 1, base_latency=-1)
     with pytest.raises(BoundError, match="two GPUs"):
         latency_lower_bound(switch_model([100]), 1)
+
+
+def test_contracted_graph_keeps_each_link_latency() -> None:
+    """With server islands contracted, each kept link carries the route latency of the
+    topology link it stands for: the same bound as on the full graph here."""
+    topo = fail_nics(hierarchical(8, 8), 0, 4)
+    full = latency_lower_bound(topo, 2**30, contract=False)
+    contracted = latency_lower_bound(topo, 2**30, contract=True)
+    assert contracted.contracted and not full.contracted
+    assert contracted.seconds == full.seconds
+    assert contracted.link_latency == (14 * US, 14 * US)

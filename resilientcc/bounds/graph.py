@@ -30,6 +30,8 @@ class BoundGraph:
         src, dst: per link, vertex indices.
         cap: per link, exact capacity (bytes/s).
         contracted: whether vertices are server islands.
+        origin: per link, its index in the topology's ``links`` (a contraction drops the
+            links inside islands).
     """
 
     names: tuple[str, ...]
@@ -40,6 +42,7 @@ class BoundGraph:
     dst: tuple[int, ...]
     cap: tuple[Fraction, ...]
     contracted: bool = False
+    origin: tuple[int, ...] = ()
 
     @property
     def n(self) -> int:
@@ -101,6 +104,7 @@ def from_topology(topo: Topology) -> BoundGraph:
         src=tuple(index[lk.src] for lk in topo.links),
         dst=tuple(index[lk.dst] for lk in topo.links),
         cap=tuple(lk.capacity for lk in topo.links),
+        origin=tuple(range(len(topo.links))),
     )
 
 
@@ -138,13 +142,14 @@ def contract_islands(topo: Topology) -> BoundGraph:
     for nd in nodes:
         if nd.kind == GPU:
             gpu_count[index[key_of[nd.name]]] += 1
-    src, dst, cap = [], [], []
-    for lk in topo.links:
+    src, dst, cap, origin = [], [], [], []
+    for j, lk in enumerate(topo.links):
         a, b = index[key_of[lk.src]], index[key_of[lk.dst]]
         if a != b:
             src.append(a)
             dst.append(b)
             cap.append(lk.capacity)
+            origin.append(j)
     return BoundGraph(
         names=tuple(f"server {k[1]}" if k[0] == "s" else str(k[1]) for k in keys),
         is_gpu=tuple(c > 0 for c in gpu_count),
@@ -154,4 +159,5 @@ def contract_islands(topo: Topology) -> BoundGraph:
         dst=tuple(dst),
         cap=tuple(cap),
         contracted=True,
+        origin=tuple(origin),
     )

@@ -42,7 +42,6 @@ from resilientcc.units import as_fraction, format_time
 if TYPE_CHECKING:  # numpy and scipy are imported when a bound is computed
     import numpy as np
 
-    from resilientcc.bounds.graph import BoundGraph
 
 __all__ = [
     "DEFAULT_BASE_LATENCY",
@@ -186,22 +185,6 @@ def window_time(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _graph_latencies(topology: Topology, contract: bool) -> tuple[BoundGraph, list[Fraction]]:
-    """The graph of the bound and ``λ_e`` for each of its links."""
-    from resilientcc.bounds.graph import contract_islands, from_topology, island_map
-
-    lam = route_latency_floor(topology)
-    if not contract:
-        return from_topology(topology), list(lam)
-    g = contract_islands(topology)
-    alive = [nd.name for nd in topology.nodes if not nd.failed]
-    isl = dict(zip(alive, island_map(topology), strict=True))
-    kept = [x for lk, x in zip(topology.links, lam, strict=True) if isl[lk.src] != isl[lk.dst]]
-    if len(kept) != g.m:  # pragma: no cover - contract_islands keeps the same links
-        raise BoundError("latency bound: contracted graph does not match the topology")
-    return g, kept
-
-
 def _int_weights(w: np.ndarray, m: int) -> np.ndarray:
     """Non-negative float weights as int32 for max-flow (rounded; the exact time of any
     cut found is recomputed)."""
@@ -249,6 +232,7 @@ def latency_lower_bound(
     """
     import numpy as np
 
+    from resilientcc.bounds.graph import contract_islands, from_topology
     from resilientcc.bounds.lp import CONTRACT_ABOVE, _initial_pool, _lifted_labelings
     from resilientcc.bounds.separation import best_cut, partition_candidates
 
@@ -264,10 +248,11 @@ def latency_lower_bound(
     full_n = sum(1 for nd in topology.nodes if not nd.failed)
     if contract is None:
         contract = full_n > CONTRACT_ABOVE and any(nd.server is not None for nd in topology.nodes)
-    g, lam = _graph_latencies(topology, bool(contract))
+    g = contract_islands(topology) if contract else from_topology(topology)
     if contract and len(g.gpu_vertices) < 2:
-        g, lam = _graph_latencies(topology, False)
-        contract = False
+        g, contract = from_topology(topology), False
+    floor = route_latency_floor(topology)
+    lam = [floor[j] for j in g.origin]  # each link's λ_e, from the topology link it stands for
     extra = None if contract or len(topology.servers) < 2 else _lifted_labelings(topology)
     lam_f = np.array([float(x) for x in lam])
     cap_f = np.array([float(c) for c in g.cap])

@@ -895,6 +895,8 @@ def hier_ring(
                 ring, groups[s], 0, release=t0, step_release=nvl_step, merge=merge
             )
         t_net = t0 + (g - 1) * nvl_step
+        # the last pieces' all-gathers both ways, on connections of their own
+        late = k >= pieces - last_both and not (bidirectional or halving)
         for i, cl in enumerate(classes):
             shards = [[chunk[(i, t)]] for t in owners]
             if d >= 0:
@@ -934,8 +936,6 @@ def hier_ring(
                         release=t_back,
                     )
                     returns_into.setdefault((k, dst), []).append(tid)
-            # the last pieces' all-gathers both ways, on connections of their own
-            late = k >= pieces - last_both and not (bidirectional or halving)
             net_pass(members[i], shards, cl.rail + (2 if late else 1) * g, COPY, t_back, i, late)
         t_ag = t_net + 2 * max(pass_time)
         for s, ring in local_rings.items():
