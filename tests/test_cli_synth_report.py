@@ -67,7 +67,10 @@ def test_synth_json_and_msccl(tmp_path):
         (["synth", "ring", "-n", "2", "--size", "1e400", "-o", "X"], "too large"),
         (["report", "--quick", "--out", "FILE"], "--out: "),
         (["report", "--quick", "--out", "UNDERFILE"], "--out: cannot create"),
-        (["report", "--sizes", ",,", "--out", "X"], "--sizes: no size"),
+        (["report", "--sizes", ",,", "--out", "X"], "--sizes: empty list"),
+        (["report", "--sizes", "1GiB,,2", "--out", "X"], "--sizes: an empty entry"),
+        (["report", "--sizes", "1.5B", "--out", "X"], "not a whole number of bytes"),
+        (["report", "--servers", "4,,8", "--out", "X"], "--servers: an empty entry"),
         (["synth", "ring", "-n", "1000", "-g", "1000", "-o", "X"], "more than 131,072"),
     ],
 )
@@ -102,6 +105,28 @@ def test_bad_schedule_files_exit_2(tmp_path):
     broken.write_text(json.dumps(data))
     r = run("synth", str(broken), "-n", "2", "-g", "2", "-o", str(tmp_path / "o.json"))
     assert r.exit_code == 2 and "not a correct AllReduce" in r.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("sim", "BIN.json"),
+        ("sim", "BIN.xml"),
+        ("sim", "ring", "--topology", "BIN.json"),
+        ("verify", "BIN.json"),
+        ("synth", "BIN.json", "-o", "OUT"),
+    ],
+)
+def test_binary_files_exit_2(tmp_path, args):
+    """A file that is not UTF-8 text is named in a one-line error, not a traceback."""
+    for name in ("BIN.json", "BIN.xml"):
+        (tmp_path / name).write_bytes(b"\xff\xfe\x00binary")
+    args = [str(tmp_path / a) if a.startswith(("BIN", "OUT")) else a for a in args]
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "not UTF-8 text" in lines[0] and "BIN" in lines[0]
+    assert not (tmp_path / "OUT").exists()
 
 
 @pytest.mark.parametrize("verdict,code", [("proved", 0), ("violated", 1), ("unknown", 3)])

@@ -48,6 +48,7 @@ def test_file_roundtrip(tmp_path):
         ("{not json", "not valid JSON"),
         ("[]", "top level"),
         ('{"format": "other"}', "format"),
+        ('{"version": 1}', "no 'format' entry"),
         ('{"format": "resilientcc-schedule", "version": 1, "name": "x"}', "missing"),
     ],
 )

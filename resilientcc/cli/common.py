@@ -105,8 +105,12 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def parse_size_option(text: str) -> Any:
-    return parse_size(text, "--size")
+def parse_size_option(text: str, what: str = "--size") -> Any:
+    """A message size in bytes: positive and whole (``1.5GiB`` is, ``1.5B`` is not)."""
+    size = parse_size(text, what)
+    if size != int(size):
+        raise InputError(f"{what}: {text!r} is not a whole number of bytes")
+    return size
 
 
 #: the builder's options (parameter name -> flag), which ``--topology`` replaces

@@ -14,14 +14,26 @@ from resilientcc.errors import InputError
 __all__ = ["report"]
 
 
+def _entries(text: str, what: str) -> list[str]:
+    """The comma-separated entries of an option; an empty one is an error."""
+    parts = [x.strip() for x in text.split(",")]
+    if not any(parts):
+        raise InputError(f"{what}: empty list")
+    if not all(parts):
+        raise InputError(f"{what}: an empty entry in {text!r}")
+    return parts
+
+
 def _ints(text: str, what: str) -> list[int]:
+    parts = _entries(text, what)
     try:
-        vals = [int(x) for x in text.split(",") if x.strip()]
+        return [int(x) for x in parts]
     except ValueError:
         raise InputError(f"{what}: expected comma-separated integers, got {text!r}") from None
-    if not vals:
-        raise InputError(f"{what}: empty list")
-    return vals
+
+
+def _sizes(text: str) -> list[int]:
+    return [int(parse_size_option(x, "--sizes")) for x in _entries(text, "--sizes")]
 
 
 @app.command("report")
@@ -79,9 +91,7 @@ def report(
         raise InputError("--servers: every server count must be at least 2")
     if any(not 0 < k < 8 for k in ks):
         raise InputError("--lost: NIC losses must be between 1 and 7")
-    szs = [int(parse_size_option(s)) for s in sizes.split(",") if s.strip()]
-    if not szs:
-        raise InputError(f"--sizes: no size in {sizes!r} (e.g. 1GiB,256MiB)")
+    szs = _sizes(sizes)
     if workers < 0:
         raise InputError("--workers: must not be negative")
     if out.exists() and not out.is_dir():

@@ -50,7 +50,7 @@ from pathlib import Path
 
 from resilientcc.errors import ExportError, ScheduleError
 from resilientcc.schedules.ir import COPY, REDUCE, Chunk, Schedule, Transfer
-from resilientcc.topology.io import atomic_write_text
+from resilientcc.topology.io import atomic_write_text, read_text
 
 __all__ = ["MscclLimits", "from_msccl_xml", "load_msccl", "save_msccl", "to_msccl_xml"]
 
@@ -480,8 +480,5 @@ def save_msccl(schedule: Schedule, path: str | os.PathLike[str], **kwargs: objec
 def load_msccl(path: str | os.PathLike[str]) -> Schedule:
     """Read an MSCCL XML file (see :func:`from_msccl_xml`)."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise ScheduleError(f"{p}: cannot read ({e.strerror or e})") from None
+    text = read_text(p, ScheduleError)
     return from_msccl_xml(text, str(p))

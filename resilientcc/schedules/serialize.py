@@ -23,7 +23,7 @@ from typing import Any
 from resilientcc._gc import gc_paused
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules.ir import Chunk, Schedule, Transfer
-from resilientcc.topology.io import atomic_write_text
+from resilientcc.topology.io import atomic_write_text, read_text
 
 __all__ = ["load_schedule", "save_schedule", "schedule_from_dict", "schedule_to_dict"]
 
@@ -78,8 +78,12 @@ def schedule_from_dict(data: Any, where: str = "schedule") -> Schedule:
     """Build a schedule from its dictionary form and check its structure."""
     if not isinstance(data, dict):
         raise ScheduleError(f"{where}: expected a JSON object at the top level")
-    if data.get("format") != FORMAT:
-        raise ScheduleError(f"{where}: 'format' is {data.get('format')!r}, expected {FORMAT!r}")
+    if "format" not in data:
+        raise ScheduleError(
+            f"{where}: no 'format' entry (a schedule file has 'format': {FORMAT!r})"
+        )
+    if data["format"] != FORMAT:
+        raise ScheduleError(f"{where}: 'format' is {data['format']!r}, expected {FORMAT!r}")
     if data.get("version") != VERSION:
         raise ScheduleError(f"{where}: unsupported version {data.get('version')!r}")
     for key in ("name", "ranks", "size", "chunks", "transfers"):
@@ -149,10 +153,7 @@ def schedule_from_dict(data: Any, where: str = "schedule") -> Schedule:
 def load_schedule(path: str | os.PathLike[str]) -> Schedule:
     """Read a schedule JSON file; errors name the file and the entry."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise ScheduleError(f"{p}: cannot read ({e.strerror or e})") from None
+    text = read_text(p, ScheduleError)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:

@@ -47,6 +47,7 @@ __all__ = [
     "atomic_write_text",
     "check_writable",
     "load_topology",
+    "read_text",
     "save_topology",
     "topology_from_dict",
     "topology_to_dict",
@@ -85,6 +86,24 @@ def atomic_file(path: str | os.PathLike[str], what: str = "", mode: str = "w") -
         if isinstance(e, OSError):
             raise cannot(e) from None
         raise
+
+
+def read_text(path: str | os.PathLike[str], error: type[InputError] = InputError) -> str:
+    """Read a UTF-8 text file; a file that cannot be read or decoded raises ``error``
+    with a one-line message naming it.
+
+    >>> read_text("/nonexistent/x.json")
+    Traceback (most recent call last):
+    ...
+    resilientcc.errors.InputError: /nonexistent/x.json: cannot read (No such file or directory)
+    """
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise error(f"{p}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{p}: not UTF-8 text (byte {e.start}: {e.reason})") from None
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
@@ -233,10 +252,7 @@ def topology_from_dict(data: Any, where: str = "topology") -> Topology:
 def load_topology(path: str | os.PathLike[str]) -> Topology:
     """Read and validate a topology JSON file; errors name the file and the offending entry."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise TopologyError(f"{p}: cannot read ({e.strerror or e})") from None
+    text = read_text(p, TopologyError)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
