@@ -17,13 +17,12 @@ from __future__ import annotations
 import json
 import os
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 from resilientcc._gc import gc_paused
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules.ir import Chunk, Schedule, Transfer
-from resilientcc.topology.io import atomic_write_text, read_text
+from resilientcc.topology.io import atomic_write_text, read_json
 
 __all__ = ["load_schedule", "save_schedule", "schedule_from_dict", "schedule_to_dict"]
 
@@ -152,15 +151,7 @@ def schedule_from_dict(data: Any, where: str = "schedule") -> Schedule:
 @gc_paused
 def load_schedule(path: str | os.PathLike[str]) -> Schedule:
     """Read a schedule JSON file; errors name the file and the entry."""
-    p = Path(path)
-    text = read_text(p, ScheduleError)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ScheduleError(
-            f"{p}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})"
-        ) from None
-    return schedule_from_dict(data, str(p))
+    return schedule_from_dict(read_json(path, ScheduleError), str(path))
 
 
 @gc_paused

@@ -47,6 +47,7 @@ __all__ = [
     "atomic_write_text",
     "check_writable",
     "load_topology",
+    "read_json",
     "read_text",
     "save_topology",
     "topology_from_dict",
@@ -104,6 +105,17 @@ def read_text(path: str | os.PathLike[str], error: type[InputError] = InputError
         raise error(f"{p}: cannot read ({e.strerror or e})") from None
     except UnicodeDecodeError as e:
         raise error(f"{p}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+
+
+def read_json(path: str | os.PathLike[str], error: type[InputError] = InputError) -> Any:
+    """Read a JSON file (:func:`read_text`); invalid JSON raises ``error`` naming the
+    file, the line and the column."""
+    p = Path(path)
+    text = read_text(p, error)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(f"{p}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
@@ -251,15 +263,7 @@ def topology_from_dict(data: Any, where: str = "topology") -> Topology:
 
 def load_topology(path: str | os.PathLike[str]) -> Topology:
     """Read and validate a topology JSON file; errors name the file and the offending entry."""
-    p = Path(path)
-    text = read_text(p, TopologyError)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise TopologyError(
-            f"{p}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})"
-        ) from None
-    return topology_from_dict(data, str(p))
+    return topology_from_dict(read_json(path, TopologyError), str(path))
 
 
 def save_topology(topo: Topology, path: str | os.PathLike[str]) -> None:
