@@ -320,3 +320,12 @@ def test_atomic_write_names_the_file_and_leaves_nothing(tmp_path: Path, monkeypa
     with pytest.raises(InputError, match="cannot write"):
         atomic_write_text(tmp_path / "y.json", "{}")
     assert list(tmp_path.iterdir()) == []  # the temporary file is gone too
+
+
+@pytest.mark.parametrize(("cut", "named"), [(0, "'s0.gpu0' (rank 0)"), (2, "'s2.gpu0' (rank 16)")])
+def test_cut_off_names_the_smaller_side(cut: int, named: str) -> None:
+    """A server with every NIC down is the side named, whether or not it holds rank 0."""
+    with pytest.raises(TopologyError) as err:
+        fail_nics(hierarchical(3, 8), cut, 8)
+    msg = str(err.value)
+    assert f"GPU {named} is cut off" in msg and "8 GPUs are on its side" in msg

@@ -90,10 +90,19 @@ def validate(topo: Topology, where: str = "topology") -> Topology:
         root = gpus[0].name
         fwd = nx.descendants(g, root)
         bwd = nx.ancestors(g, root)
-        for gpu in gpus[1:]:
-            if gpu.name not in fwd or gpu.name not in bwd:
-                raise TopologyError(
-                    f"{where}: GPU {gpu.name!r} (rank {gpu.rank}) is cut off: it cannot "
-                    f"{'receive from' if gpu.name not in fwd else 'send to'} GPU {root!r}"
-                )
+        apart = [gpu for gpu in gpus[1:] if gpu.name not in fwd or gpu.name not in bwd]
+        if apart:
+            # name a GPU of the smaller side: the root's own side when it is the smaller
+            side = len(gpus) - len(apart)
+            if side < len(apart):
+                gpu, peer = gpus[0], apart[0]
+                how = "send to" if peer.name not in fwd else "receive from"
+            else:
+                gpu, peer, side = apart[0], gpus[0], len(apart)
+                how = "receive from" if gpu.name not in fwd else "send to"
+            more = f"; {side} GPUs are on its side of the cut" if side > 1 else ""
+            raise TopologyError(
+                f"{where}: GPU {gpu.name!r} (rank {gpu.rank}) is cut off: it cannot "
+                f"{how} GPU {peer.name!r}{more}"
+            )
     return topo
