@@ -14,6 +14,7 @@ __all__ = [
     "ResilientCCError",
     "ScheduleError",
     "SimulationError",
+    "TooFineError",
     "TopologyError",
     "VerificationError",
 ]
@@ -49,3 +50,9 @@ class VerificationError(ResilientCCError):
 
 class ExportError(ResilientCCError):
     """A schedule cannot be exported in the requested format (e.g. MSCCL limits)."""
+
+
+class TooFineError(ExportError):
+    """A schedule cut too fine for the MSCCL executor: a threadblock with more steps, or
+    more equal chunks per loop, than it runs (fewer pieces may fit:
+    :func:`~resilientcc.schedules.msccl.fit_msccl`)."""

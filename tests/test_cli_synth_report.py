@@ -52,6 +52,21 @@ def test_synth_json_and_msccl(tmp_path):
     assert load_msccl(tmp_path / "c.xml") == load_schedule(out)
 
 
+def test_synth_msccl_fits_the_pipeline_depth(tmp_path):
+    """OptCC's default depth does not fit the MSCCL executor on 2 × 8 GPUs: rcc synth
+    exports the deepest that does and says so; a depth asked for is kept, or refused."""
+    xml = tmp_path / "o.xml"
+    args = ("synth", "optcc", "-n", "2", "--fail", "0:4", "-f", "msccl-xml", "-o", str(xml))
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    pieces = load_msccl(xml).meta_get("pieces")
+    assert pieces is not None and f"optcc: {pieces} pieces, not the default 64" in r.stderr
+    xml.unlink()
+    r = run(*args, "-O", "pieces=64")
+    assert r.exit_code == 2 and "needs more than 256 steps" in r.stderr
+    assert not xml.exists()
+
+
 @pytest.mark.parametrize(
     "args,needle",
     [

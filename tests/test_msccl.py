@@ -6,11 +6,13 @@ import xml.etree.ElementTree as ET
 from fractions import Fraction
 
 import pytest
+from msccl_interp import run_msccl
 
-from resilientcc.errors import ExportError, ScheduleError
+from resilientcc.errors import ExportError, ScheduleError, TooFineError
 from resilientcc.schedules.ir import Schedule, Transfer, chunks_from_sizes, uniform_chunks
 from resilientcc.schedules.msccl import (
     MscclLimits,
+    fit_msccl,
     from_msccl_xml,
     load_msccl,
     save_msccl,
@@ -174,3 +176,80 @@ def test_hand_edited_offsets_are_not_silently_ignored():
             del el.attrib[key]
     back = from_msccl_xml(ET.tostring(root, encoding="unicode"))
     assert [t.chunk for t in back.transfers if t.src == 0] == [1]
+
+
+@pytest.fixture(scope="module")
+def forward_deps() -> Schedule:
+    """OptCC's hierarchical ring in 2 pieces on 4 × 8 GPUs: the straggler's partials of
+    piece 1 wait for its results of piece 0, which come later in id order."""
+    s = optcc(fail_nics(hierarchical(4, 8), 0, 4), M, pieces=2)
+    assert any(d > t.id for t in s.transfers for d in t.deps)
+    return s
+
+
+@pytest.mark.parametrize("name", ["ring", "optcc", "optcc_pipelined", "forward"])
+def test_exported_programs_run_as_allreduce(schedules, forward_deps, name):
+    """An independent interpreter of the XML (threadblocks in step order, one-slot
+    connections, MSCCL's dependencies) ends with every contribution exactly once on
+    every GPU, without deadlock; dependencies on later ids included."""
+    s = forward_deps if name == "forward" else schedules[name]
+    xml = to_msccl_xml(s)
+    out = run_msccl(xml)
+    assert not out.deadlocked and out.allreduce
+    assert from_msccl_xml(xml) == s
+
+
+def _mutate(xml: str, how: str) -> str:
+    root = ET.fromstring(xml)
+    tbs = [tb for gpu in root.findall("gpu") for tb in gpu.findall("tb")]
+    if how == "rrc as r":
+        step = next(st for tb in tbs for st in tb.findall("step") if st.get("type") == "rrc")
+        step.set("type", "r")
+    elif how == "steps reversed":
+        tb = max(tbs, key=lambda tb: len(tb.findall("step")))
+        steps = tb.findall("step")
+        for st in steps:
+            tb.remove(st)
+        for i, st in enumerate(reversed(steps)):
+            st.set("s", str(i))
+            tb.append(st)
+    elif how == "send dropped":
+        tb = next(tb for tb in tbs if any(st.get("type") == "s" for st in tb.findall("step")))
+        send = next(st for st in tb.findall("step") if st.get("type") == "s")
+        send.set("type", "nop")
+        send.set("depid", "-1")
+    return ET.tostring(root, encoding="unicode")
+
+
+@pytest.mark.parametrize("how", ["rrc as r", "steps reversed", "send dropped"])
+def test_interpreter_rejects_mutants(schedules, how):
+    """The interpreter is not vacuous: a reduction turned into a copy loses contributions,
+    a threadblock run backwards or a send left out stops the program or breaks it."""
+    out = run_msccl(_mutate(to_msccl_xml(schedules["optcc"]), how))
+    assert out.deadlocked or not out.allreduce
+
+
+def test_fit_takes_the_most_pieces_that_fit():
+    """OptCC's default depth is too fine for the executor on 2 × 8 GPUs; the fit is the
+    deepest pipeline that exports, runs as an AllReduce, and one piece more does not fit."""
+    topo = fail_nics(hierarchical(2, 8), 0, 4)
+    heard: list[str] = []
+    fit = fit_msccl(lambda k: optcc(topo, M, pieces=k), progress=heard.append)
+    assert fit.default_pieces is not None and fit.pieces is not None
+    assert 1 <= fit.pieces < fit.default_pieces
+    assert fit.schedule.meta_get("pieces") == str(fit.pieces)
+    assert heard[0] == f"{fit.default_pieces} pieces: does not fit"
+    assert f"{fit.pieces} pieces: does not fit" not in heard
+    assert f"{fit.pieces + 1} pieces: does not fit" in heard
+    with pytest.raises(TooFineError, match="steps"):
+        to_msccl_xml(optcc(topo, M, pieces=fit.pieces + 1))
+    out = run_msccl(fit.xml)
+    assert not out.deadlocked and out.allreduce
+    assert from_msccl_xml(fit.xml) == fit.schedule
+
+
+def test_fit_keeps_what_fits_and_refuses_what_has_no_depth(schedules):
+    ring_fit = fit_msccl(lambda k: schedules["ring"])
+    assert ring_fit.pieces is None and ring_fit.schedule is schedules["ring"]
+    with pytest.raises(TooFineError, match="steps"):  # the ring has no pieces to take away
+        fit_msccl(lambda k: schedules["ring"], limits=MscclLimits(max_steps_per_tb=10))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from inspect import signature
 from pathlib import Path
 from typing import Annotated
 
@@ -28,7 +29,7 @@ from resilientcc.cli.common import (
 )
 from resilientcc.errors import InputError
 from resilientcc.schedules.ir import Schedule
-from resilientcc.topology.io import check_writable
+from resilientcc.topology.io import atomic_write_text, check_writable
 
 __all__ = ["EXIT_UNKNOWN", "EXIT_VIOLATED", "synth"]
 
@@ -92,18 +93,33 @@ def synth(
     opts = {} if from_file else generator_options(algorithm, option)
     m = parse_size_option(size)
     topo = build_topology(ctx)
-    if gen is not None:
-        sched = gen(topo, m, **opts)
-    else:
+    xml = None  # the MSCCL XML, where fitting the executor's limits already wrote it
+    if gen is None:
         sched = _check_schedule(load_schedule_for(source, topo))
+    elif fmt == "msccl-xml" and "pieces" not in opts and "pieces" in signature(gen).parameters:
+        from resilientcc.schedules.msccl import fit_msccl
+
+        fit = fit_msccl(
+            lambda k: gen(topo, m, **opts, **({"pieces": k} if k else {})),
+            progress=lambda msg: typer.echo(f"MSCCL export: {msg}", err=True),
+        )
+        sched, xml = fit.schedule, fit.xml
+        if fit.pieces is not None:
+            typer.echo(
+                f"{sched.name}: {fit.pieces} piece{'s' if fit.pieces > 1 else ''}, not the "
+                f"default {fit.default_pieces}: the most that fit the MSCCL executor",
+                err=True,
+            )
+    else:
+        sched = gen(topo, m, **opts)
     if fmt == "json":
         from resilientcc.schedules.serialize import save_schedule
 
         save_schedule(sched, output)
     else:
-        from resilientcc.schedules.msccl import save_msccl
+        from resilientcc.schedules.msccl import to_msccl_xml
 
-        save_msccl(sched, output)
+        atomic_write_text(output, xml if xml is not None else to_msccl_xml(sched))
     typer.echo(
         f"{sched.name}: {sched.ranks} ranks, {len(sched.chunks)} chunks, "
         f"{len(sched.transfers)} transfers -> {output}"

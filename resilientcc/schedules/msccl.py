@@ -21,8 +21,9 @@ Mapping:
   copy) for a reduction.
 * **Threadblocks.** A threadblock has at most one send peer and one receive peer and one
   channel; connections ``(src, dst, channel)`` map to one threadblock queue each, so the
-  FIFO order of the IR is the step order. Steps run in transfer-id order, which is a
-  topological order of the dependencies, so the threadblocks cannot deadlock.
+  FIFO order of the IR is the step order. Steps are written in a topological order of
+  the dependencies and the FIFO order (the id order where that is one), so the
+  threadblocks cannot deadlock.
 * **Dependencies.** MSCCL steps depend on one step of another threadblock of the same
   GPU (``depid``/``deps``); a dependency is kept when the two transfers share a GPU,
   extra ones become ``nop`` steps. Dependencies between transfers on disjoint GPUs are
@@ -40,19 +41,29 @@ holds them; violating one raises :class:`~resilientcc.errors.ExportError`.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import os
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from resilientcc.errors import ExportError, ScheduleError
+from resilientcc.errors import ExportError, ScheduleError, TooFineError
 from resilientcc.schedules.ir import COPY, REDUCE, Chunk, Schedule, Transfer
 from resilientcc.topology.io import atomic_write_text, read_text
 
-__all__ = ["MscclLimits", "from_msccl_xml", "load_msccl", "save_msccl", "to_msccl_xml"]
+__all__ = [
+    "MscclFit",
+    "MscclLimits",
+    "fit_msccl",
+    "from_msccl_xml",
+    "load_msccl",
+    "save_msccl",
+    "to_msccl_xml",
+]
 
 
 @dataclass(frozen=True)
@@ -88,7 +99,7 @@ def _units(schedule: Schedule, limits: MscclLimits) -> int:
     for c in schedule.chunks:
         den = math.lcm(den, c.offset.denominator, c.size.denominator)
         if den > limits.max_chunks_per_loop:
-            raise ExportError(
+            raise TooFineError(
                 f"MSCCL export: the chunk sizes need more than {limits.max_chunks_per_loop} "
                 "equal MSCCL chunks (least common multiple of their denominators); use a "
                 "schedule with simpler splits"
@@ -136,7 +147,8 @@ def to_msccl_xml(
     # queues: (gpu, channel, "send"|"recv", peer) -> transfer ids in id order
     send_q: dict[tuple[int, int], dict[int, list[int]]] = {}
     recv_q: dict[tuple[int, int], dict[int, list[int]]] = {}
-    for t in sorted(schedule.transfers, key=lambda t: t.id):
+    written = _step_order(schedule)
+    for t in written:
         send_q.setdefault((t.src, t.channel), {}).setdefault(t.dst, []).append(t.id)
         recv_q.setdefault((t.dst, t.channel), {}).setdefault(t.src, []).append(t.id)
     # threadblocks: pair one send peer with one recv peer per (gpu, channel)
@@ -175,10 +187,7 @@ def to_msccl_xml(
     first_step: dict[tuple[int, str], tuple[int, int, int]] = {}  # -> (gpu, tb, index)
     last_step: dict[tuple[int, str], tuple[int, int, int]] = {}
     hasdep: set[tuple[int, int, int]] = set()
-    events = sorted(
-        [(t.id, 0) for t in schedule.transfers] + [(t.id, 1) for t in schedule.transfers]
-    )
-    for tid, side in events:
+    for tid, side in ((t.id, side) for t in written for side in (0, 1)):
         t = by_id[tid]
         kind = "s" if side == 0 else "r"
         g, tb = step_owner[(tid, kind)]
@@ -228,9 +237,10 @@ def to_msccl_xml(
                 first_step[(tid, kind)] = (g, tb, len(lst) - 1)
         last_step[(tid, kind)] = (g, tb, len(lst) - 1)
         if len(lst) > lim.max_steps_per_tb:
-            raise ExportError(
+            raise TooFineError(
                 f"MSCCL export: GPU {g} threadblock {tb} needs more than "
-                f"{lim.max_steps_per_tb} steps (the executor's limit); use fewer chunks"
+                f"{lim.max_steps_per_tb} steps (the executor's limit): the schedule has too "
+                "many transfers on one connection"
             )
     algo = ET.Element(
         "algo",
@@ -298,6 +308,47 @@ def to_msccl_xml(
                 ET.SubElement(tbe, "step", ordered)
     ET.indent(algo, space="  ")
     return ET.tostring(algo, encoding="unicode") + "\n"
+
+
+def _step_order(schedule: Schedule) -> list[Transfer]:
+    """The transfers in the order their steps are written: the least-id-first topological
+    order of the dependencies and of each connection's FIFO order (the id order where that
+    is one already, as in most generated schedules).
+
+    A dependency may name a later id (a generator gating a piece on an earlier piece's
+    results), and a threadblock runs its steps in the order written, so writing them in id
+    order could make a step wait for one written after it. In a topological order, the
+    first unfinished step always has its dependencies done and its peer step at the head
+    of the peer's threadblock, so the program cannot deadlock.
+    """
+    by_id = schedule.by_id
+    succ: dict[int, list[int]] = {t.id: [] for t in schedule.transfers}
+    indeg = dict.fromkeys(succ, 0)
+    last_on: dict[tuple[int, int, int], int] = {}
+    for t in sorted(schedule.transfers, key=lambda t: t.id):
+        before = set(t.deps)
+        prev = last_on.get((t.src, t.dst, t.channel))
+        if prev is not None:
+            before.add(prev)
+        last_on[(t.src, t.dst, t.channel)] = t.id
+        for d in before:
+            succ[d].append(t.id)
+        indeg[t.id] = len(before)
+    ready = [i for i, n in indeg.items() if n == 0]
+    heapq.heapify(ready)
+    out: list[Transfer] = []
+    while ready:
+        i = heapq.heappop(ready)
+        out.append(by_id[i])
+        for j in succ[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                heapq.heappush(ready, j)
+    if len(out) != len(by_id):
+        raise ExportError(
+            "MSCCL export: the dependencies and the connections' FIFO order form a cycle"
+        )
+    return out
 
 
 def _int(el: ET.Element, key: str, where: str) -> int:
@@ -470,6 +521,89 @@ def _foreign(
         algo.get("name", "msccl"), ngpus, Fraction(big_l), uniform_chunks(big_l), tuple(out)
     )
     return sched.check_structure()
+
+
+@dataclass(frozen=True)
+class MscclFit:
+    """What :func:`fit_msccl` exported: the schedule, its XML, and the pieces it took
+    (``None``: the generator's default, which fitted)."""
+
+    schedule: Schedule
+    xml: str
+    pieces: int | None
+    default_pieces: int | None
+
+
+def fit_msccl(
+    make: Callable[[int | None], Schedule],
+    *,
+    limits: MscclLimits | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> MscclFit:
+    """Export ``make(None)`` (a generator at its default pipeline depth); where that is
+    cut too fine for the executor (a threadblock with more steps than it runs, or more
+    equal chunks per loop), export ``make(k)`` for the most pieces ``k`` below the
+    default that fit.
+
+    ``k`` is found by halving from the default until one fits, then bisecting between
+    that and the last that did not (a threadblock's steps grow with the pieces; in the
+    search any :class:`~resilientcc.errors.ExportError` counts as not fitting). The
+    default depth is read from the schedule's ``pieces`` metadata; a schedule without it
+    is exported as it is, or its :class:`~resilientcc.errors.TooFineError` raised.
+    Each candidate is exported whole, so the one returned honours every limit.
+    ``progress`` hears of each depth that did not fit.
+
+    Examples:
+        >>> from fractions import Fraction
+        >>> from resilientcc.topology import hierarchical, fail_nics
+        >>> from resilientcc.schedules.optcc import optcc
+        >>> topo = fail_nics(hierarchical(2, 8), 0, 4)
+        >>> fit = fit_msccl(lambda k: optcc(topo, Fraction(2**30), pieces=k))
+        >>> fit.default_pieces, fit.pieces
+        (64, 10)
+    """
+    first = make(None)
+    try:
+        return MscclFit(first, to_msccl_xml(first, limits=limits), None, None)
+    except TooFineError as e:
+        error: ExportError = e
+    default = first.meta_get("pieces")
+    if default is None or not default.isdigit():
+        raise error
+
+    def say(k: int) -> None:
+        if progress is not None:
+            progress(f"{k} piece{'s' if k > 1 else ''}: does not fit")
+
+    say(int(default))
+
+    def attempt(k: int) -> MscclFit | None:
+        nonlocal error
+        sched = make(k)
+        try:
+            return MscclFit(sched, to_msccl_xml(sched, limits=limits), k, int(default))
+        except ExportError as e:  # any limit: a shallower pipeline may still fit
+            error = e
+            say(k)
+            return None
+
+    bad, best = int(default), None
+    while best is None and bad > 1:
+        k = bad // 2
+        best = attempt(k)
+        if best is None:
+            bad = k
+    if best is None:
+        raise type(error)(f"{error} (with 1 piece)") from None
+    good = best.pieces or 1
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        found = attempt(mid)
+        if found is None:
+            bad = mid
+        else:
+            best, good = found, mid
+    return best
 
 
 def save_msccl(schedule: Schedule, path: str | os.PathLike[str], **kwargs: object) -> None:
