@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import xml.etree.ElementTree as ET
 from fractions import Fraction
 
@@ -253,3 +254,16 @@ def test_fit_keeps_what_fits_and_refuses_what_has_no_depth(schedules):
     assert ring_fit.pieces is None and ring_fit.schedule is schedules["ring"]
     with pytest.raises(TooFineError, match="steps"):  # the ring has no pieces to take away
         fit_msccl(lambda k: schedules["ring"], limits=MscclLimits(max_steps_per_tb=10))
+
+
+def test_metadata_with_any_characters_round_trips():
+    """OptCC on a healthy cluster records the variant 'ring (no degraded server)': the
+    parentheses, and '=', ';', '+' or non-ASCII text, are escaped in rcc_meta."""
+    s = optcc(hierarchical(3, 2), M, pipeline=False)
+    assert "(" in (s.meta_get("variant") or "")
+    assert from_msccl_xml(to_msccl_xml(s)) == s
+    odd = dataclasses.replace(s, meta=(("a=b;c", "x+y (é) = 1; 2"), ("k", "")))
+    assert from_msccl_xml(to_msccl_xml(odd)) == odd
+    xml = to_msccl_xml(s).replace("+28", "+2", 1)
+    with pytest.raises(ScheduleError, match=r"hand\.xml: metadata .* malformed"):
+        from_msccl_xml(xml, "hand.xml")

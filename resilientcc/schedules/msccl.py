@@ -94,6 +94,43 @@ def _attr(value: str, what: str, limits: MscclLimits) -> str:
     return value
 
 
+#: written as themselves in the metadata; any other character as ``+XX`` per UTF-8 byte
+_META_PLAIN = _SAFE - set("+;=")
+
+
+def _escape(text: str) -> str:
+    """The metadata's keys and values in MSCCL-safe characters (``;`` and ``=`` separate them).
+
+    >>> _escape("ring (no degraded server)"), _unescape(_escape("a=b;c+d (é)"))
+    ('ring +28no degraded server+29', 'a=b;c+d (é)')
+    """
+    return "".join(
+        ch if ch in _META_PLAIN else "".join(f"+{b:02X}" for b in ch.encode()) for ch in text
+    )
+
+
+def _unescape(text: str) -> str:
+    """The inverse of :func:`_escape`; a malformed ``+XX`` raises ScheduleError."""
+    if "+" not in text:
+        return text
+    out = bytearray()
+    i = 0
+    try:
+        while i < len(text):
+            if text[i] == "+":
+                hex2 = text[i + 1 : i + 3]
+                if len(hex2) != 2 or not all(c in "0123456789ABCDEFabcdef" for c in hex2):
+                    raise ValueError(hex2)
+                out.append(int(hex2, 16))
+                i += 3
+            else:
+                out.extend(text[i].encode())
+                i += 1
+        return out.decode()
+    except (ValueError, UnicodeDecodeError):
+        raise ScheduleError(f"metadata {text!r} has a malformed '+XX' escape") from None
+
+
 def _units(schedule: Schedule, limits: MscclLimits) -> int:
     den = 1
     for c in schedule.chunks:
@@ -264,7 +301,7 @@ def to_msccl_xml(
         bounds = ",".join(str(int(c.offset * big_l)) for c in schedule.chunks)
         if len(bounds) <= lim.max_attr_len:
             algo.set("rcc_chunks", bounds)
-        meta = ";".join(f"{k}={v}" for k, v in schedule.meta)
+        meta = ";".join(f"{_escape(k)}={_escape(v)}" for k, v in schedule.meta)
         parts = [meta[i : i + lim.max_attr_len] for i in range(0, len(meta), lim.max_attr_len)]
         for i, part in enumerate(parts):
             algo.set(f"rcc_meta{i}", _attr(part, "metadata", lim))
@@ -468,9 +505,14 @@ def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
             raise ScheduleError(f"{where}: transfer {tid}: send and receive peers disagree")
         transfers.append(Transfer(tid, src, dst, chunk, op, deps, ch, path, count))
     meta_text = "".join(algo.get(f"rcc_meta{i}", "") for i in range(16))
-    meta = tuple(
-        (kv.split("=", 1)[0], kv.split("=", 1)[1]) for kv in meta_text.split(";") if "=" in kv
-    )
+    try:
+        meta = tuple(
+            (_unescape(kv.split("=", 1)[0]), _unescape(kv.split("=", 1)[1]))
+            for kv in meta_text.split(";")
+            if "=" in kv
+        )
+    except ScheduleError as e:
+        raise ScheduleError(f"{where}: {e}") from None
     sched = Schedule(
         name=algo.get("name", "msccl"),
         ranks=ngpus,
