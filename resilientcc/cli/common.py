@@ -37,6 +37,8 @@ __all__ = [
     "die",
     "generator_options",
     "handle_errors",
+    "load_schedule_file",
+    "load_schedule_for",
     "parse_size_option",
 ]
 
@@ -167,14 +169,20 @@ def stdout_is_tty() -> bool:
     return sys.stdout.isatty()
 
 
-def load_schedule_for(path: Path, topo: Topology) -> Any:
-    """Read a schedule file (JSON, or MSCCL XML by its ``.xml`` suffix) and check that it
-    was made for ``topo``'s GPUs; raises ScheduleError naming the file otherwise."""
-    from resilientcc.errors import ScheduleError
+def load_schedule_file(path: Path) -> Any:
+    """Read a schedule file: MSCCL XML by its ``.xml`` suffix, else resilientcc JSON."""
     from resilientcc.schedules.msccl import load_msccl
     from resilientcc.schedules.serialize import load_schedule
 
-    sched = load_msccl(path) if path.suffix == ".xml" else load_schedule(path)
+    return load_msccl(path) if path.suffix == ".xml" else load_schedule(path)
+
+
+def load_schedule_for(path: Path, topo: Topology) -> Any:
+    """Read a schedule file (:func:`load_schedule_file`) and check that it was made for
+    ``topo``'s GPUs; raises ScheduleError naming the file otherwise."""
+    from resilientcc.errors import ScheduleError
+
+    sched = load_schedule_file(path)
     fp = topo.shape_fingerprint
     if sched.ranks != topo.num_ranks or (sched.topology is not None and sched.topology != fp):
         raise ScheduleError(

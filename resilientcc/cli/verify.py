@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from resilientcc.cli.app import app
-from resilientcc.cli.common import handle_errors
+from resilientcc.cli.common import handle_errors, load_schedule_file
 from resilientcc.errors import InputError
 
 __all__ = ["EXIT_CODES", "verify_command"]
@@ -48,7 +48,10 @@ def progress_for(transfers: int) -> Callable[[str, Any], None] | None:
 @app.command("verify")
 @handle_errors
 def verify_command(
-    file: Annotated[Path, typer.Argument(help="Schedule JSON file (rcc synth -o FILE).")],
+    file: Annotated[
+        Path,
+        typer.Argument(help="Schedule file: JSON (rcc synth -o FILE) or MSCCL XML (.xml)."),
+    ],
     failover: Annotated[
         bool, typer.Option("--failover", help="Also prove failover-lossless.")
     ] = False,
@@ -69,7 +72,6 @@ def verify_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Prove a schedule correct with Z3, or print a counterexample."""
-    from resilientcc.schedules.serialize import load_schedule
     from resilientcc.verify import verify
 
     if failures not in (1, 2):
@@ -78,7 +80,7 @@ def verify_command(
         raise InputError(f"--timeout: must be positive, got {timeout}")
     if gpus_per_server is not None and gpus_per_server < 1:
         raise InputError(f"--gpus-per-server: must be positive, got {gpus_per_server}")
-    schedule = load_schedule(file)
+    schedule = load_schedule_file(file)
     report = verify(
         schedule,
         failover=failover,
