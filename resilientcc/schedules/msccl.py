@@ -110,25 +110,28 @@ def _escape(text: str) -> str:
 
 
 def _unescape(text: str) -> str:
-    """The inverse of :func:`_escape`; a malformed ``+XX`` raises ScheduleError."""
+    """The inverse of :func:`_escape`. A ``+`` not followed by two hex digits is kept as
+    it is, as files written before the escapes have it (``rings + decoupled direct``).
+
+    >>> _unescape("rings + decoupled direct"), _unescape("+28x+29+2")
+    ('rings + decoupled direct', '(x)+2')
+    """
     if "+" not in text:
         return text
     out = bytearray()
     i = 0
-    try:
-        while i < len(text):
-            if text[i] == "+":
-                hex2 = text[i + 1 : i + 3]
-                if len(hex2) != 2 or not all(c in "0123456789ABCDEFabcdef" for c in hex2):
-                    raise ValueError(hex2)
-                out.append(int(hex2, 16))
-                i += 3
-            else:
-                out.extend(text[i].encode())
-                i += 1
-        return out.decode()
-    except (ValueError, UnicodeDecodeError):
-        raise ScheduleError(f"metadata {text!r} has a malformed '+XX' escape") from None
+    while i < len(text):
+        hex2 = text[i + 1 : i + 3]
+        if text[i] == "+" and len(hex2) == 2 and all(c in _HEX for c in hex2):
+            out.append(int(hex2, 16))
+            i += 3
+        else:
+            out.extend(text[i].encode())
+            i += 1
+    return out.decode(errors="replace")
+
+
+_HEX = frozenset("0123456789ABCDEFabcdef")
 
 
 def _units(schedule: Schedule, limits: MscclLimits) -> int:
@@ -505,14 +508,11 @@ def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
             raise ScheduleError(f"{where}: transfer {tid}: send and receive peers disagree")
         transfers.append(Transfer(tid, src, dst, chunk, op, deps, ch, path, count))
     meta_text = "".join(algo.get(f"rcc_meta{i}", "") for i in range(16))
-    try:
-        meta = tuple(
-            (_unescape(kv.split("=", 1)[0]), _unescape(kv.split("=", 1)[1]))
-            for kv in meta_text.split(";")
-            if "=" in kv
-        )
-    except ScheduleError as e:
-        raise ScheduleError(f"{where}: {e}") from None
+    meta = tuple(
+        (_unescape(kv.split("=", 1)[0]), _unescape(kv.split("=", 1)[1]))
+        for kv in meta_text.split(";")
+        if "=" in kv
+    )
     sched = Schedule(
         name=algo.get("name", "msccl"),
         ranks=ngpus,
