@@ -155,8 +155,8 @@ def test_import_errors_and_foreign_files():
 
 def test_hand_edited_offsets_are_not_silently_ignored():
     """With rcc_ attributes the import rebuilds the exact schedule from them; a step whose
-    MSCCL offset was edited to disagree is refused, naming the step, and the same file
-    without the rcc_ attributes imports the edited program as written."""
+    MSCCL offset was edited to disagree is refused, naming the step; without the rcc_
+    attributes the edited program imports as written where a transfer can express it."""
     s = Schedule(
         "two",
         2,
@@ -175,6 +175,13 @@ def test_hand_edited_offsets_are_not_silently_ignored():
     for el in root.iter():
         for key in [k for k in el.attrib if k.startswith("rcc_")]:
             del el.attrib[key]
+    # as written, the program moves GPU 0's chunk 1 into GPU 1's chunk 0: no transfer can
+    with pytest.raises(ScheduleError, match="gpu 0 tb 0 step 0 sends 1 chunks from 1"):
+        from_msccl_xml(ET.tostring(root, encoding="unicode"))
+    # edited on both sides, it imports as written
+    recv = next(st for st in root.iter("step") if st.get("type") == "rrc")
+    recv.set("srcoff", "1")
+    recv.set("dstoff", "1")
     back = from_msccl_xml(ET.tostring(root, encoding="unicode"))
     assert [t.chunk for t in back.transfers if t.src == 0] == [1]
 
@@ -267,3 +274,32 @@ def test_metadata_with_any_characters_round_trips():
     # a '+' that is no escape (files written before the escapes) is read as it is
     old = to_msccl_xml(s).replace("+28", "+ (", 1).replace("+29", ")", 1)
     assert from_msccl_xml(old).meta_get("variant") == "ring + (no degraded server)"
+
+
+@pytest.mark.parametrize("name", ["ring", "optcc", "optcc_pipelined"])
+def test_program_alone_is_proved_correct(schedules, name):
+    """Read without its rcc_ attributes, as the executor has it (connections in FIFO
+    order, each step after the one before it in its threadblock and after its
+    depid/deps step, through nops), the exported program proves race-free, lossless and
+    deadlock-free: the dependencies the export drops (between transfers on disjoint GPUs)
+    are implied by the ones it keeps."""
+    from resilientcc.verify import verify
+
+    xml = to_msccl_xml(schedules[name], roundtrip=False)
+    assert 'type="nop"' in xml or name == "ring"
+    program = from_msccl_xml(xml)
+    assert len(program.transfers) == len(schedules[name].transfers)
+    report = verify(program)
+    assert report.verdict == "proved", report.counterexample
+
+
+def test_program_alone_without_its_waits_is_racy(schedules):
+    """The check above is not vacuous: with its depid/deps removed the same program races."""
+    from resilientcc.verify import verify
+
+    root = ET.fromstring(to_msccl_xml(schedules["optcc"], roundtrip=False))
+    for st in root.iter("step"):
+        st.set("depid", "-1")
+        st.set("deps", "-1")
+    report = verify(from_msccl_xml(ET.tostring(root, encoding="unicode")))
+    assert report.verdict == "violated"

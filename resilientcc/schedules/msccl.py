@@ -402,10 +402,13 @@ def _int(el: ET.Element, key: str, where: str) -> int:
 def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
     """Parse MSCCL XML back into a :class:`Schedule`.
 
-    Files written by :func:`to_msccl_xml` come back identical. Other MSCCL files are
-    read best-effort: sends and receives are matched in FIFO order per connection,
-    dependencies come from ``depid``/``deps`` and threadblock order, and chunks are the
-    ``nchunksperloop`` equal chunks.
+    Files written by :func:`to_msccl_xml` come back identical. Other MSCCL files (and
+    these without their ``rcc_`` attributes) are read as the executor runs them
+    (:func:`_foreign`): sends and receives matched in FIFO order per connection,
+    dependencies from each threadblock's step order and ``depid``/``deps`` (through
+    ``nop`` steps), chunks the ``nchunksperloop`` equal chunks. A program that moves a
+    chunk to another place, or exchanges one both ways at once, has no transfers to
+    express it and is refused.
 
     Raises:
         ScheduleError: malformed XML or an inconsistent program.
@@ -426,9 +429,8 @@ def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
     sends: dict[int, tuple[int, int, int, int, int, tuple[str, ...] | None]] = {}
     recvs: dict[int, tuple[int, int, int, str, tuple[int, ...]]] = {}
     ranges: set[int] = {0, big_l}
-    foreign = algo.get("rcc_size") is None
-    fifo_s: dict[tuple[int, int, int], list[tuple[int, int, int, int]]] = {}
-    fifo_r: dict[tuple[int, int, int], list[tuple[int, int, int, int, str]]] = {}
+    if algo.get("rcc_size") is None:
+        return _foreign(algo, ngpus, big_l, where)
     step_key: dict[tuple[int, int, int], int] = {}
     first_off: dict[int, tuple[int, str]] = {}  # a send's first step: srcoff, where
     for gpu in algo.findall("gpu"):
@@ -448,12 +450,6 @@ def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
                 off, cnt = _int(st, "srcoff", w), _int(st, "cnt", w)
                 ranges.update((off, off + cnt))
                 si = _int(st, "s", w)
-                if foreign:
-                    if kind == "s":
-                        fifo_s.setdefault((g, sp, ch), []).append((off, cnt, tbid, si))
-                    else:
-                        fifo_r.setdefault((rp, g, ch), []).append((off, cnt, tbid, si, kind))
-                    continue
                 tid = _int(st, "rcc_t", w)
                 if tid in (sends if kind == "s" else recvs):  # a later piece of a split transfer
                     continue
@@ -476,8 +472,6 @@ def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
                         raise ScheduleError(f"{w}: bad rcc_d {d!r}") from None
                     recvs[tid] = (rp, g, ch, COPY if kind == "r" else REDUCE, deps)
                 step_key[(g, tbid, si)] = tid
-    if foreign:
-        return _foreign(algo, ngpus, big_l, fifo_s, fifo_r, where)
     size = Fraction(algo.get("rcc_size", "0"))
     bounds_attr = algo.get("rcc_chunks")
     if bounds_attr:
@@ -528,41 +522,162 @@ def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
         raise ScheduleError(f"{where}: {e}") from None
 
 
-def _foreign(
-    algo: ET.Element,
-    ngpus: int,
-    big_l: int,
-    fifo_s: dict[tuple[int, int, int], list[tuple[int, int, int, int]]],
-    fifo_r: dict[tuple[int, int, int], list[tuple[int, int, int, int, str]]],
-    where: str,
-) -> Schedule:
-    """Best-effort import of an MSCCL file without resilientcc attributes."""
+def _foreign(algo: ET.Element, ngpus: int, big_l: int, where: str) -> Schedule:
+    """Import an MSCCL program without resilientcc's attributes, as the executor runs it.
+
+    Sends and receives are matched in FIFO order per connection ``(src, dst, channel)``
+    into transfers of ``cnt`` equal chunks from ``srcoff``. A step waits for the step
+    before it in its threadblock and for its ``depid``/``deps`` step (through ``nop``
+    steps); those become the transfers' dependencies: on a transfer whose *receive* is
+    waited for (it wrote the buffer), and on one whose *send* is waited for where that
+    send read chunks the waiting receive overwrites (a send before another send on the
+    same connection is already ordered by the FIFO). Ids follow a topological order of
+    the dependencies and the connections' order.
+    """
     from resilientcc.schedules.ir import uniform_chunks
 
-    transfers: list[tuple[int, int, int, int, int, int, str, int, int, int]] = []
-    for key, ss in fifo_s.items():
-        rr = fifo_r.get(key, [])
-        if len(rr) != len(ss):
+    Key = tuple[int, int, int]  # (gpu, tb, step)
+    kinds: dict[Key, str] = {}
+    span: dict[Key, tuple[int, int]] = {}
+    waits: dict[Key, list[Key]] = {}  # the steps each step waits for
+    sends: dict[tuple[int, int, int], list[Key]] = {}  # connection -> send steps in order
+    recvs: dict[tuple[int, int, int], list[Key]] = {}
+    for gpu in algo.findall("gpu"):
+        g = _int(gpu, "id", where)
+        for tb in gpu.findall("tb"):
+            tbid = _int(tb, "id", f"{where}: gpu {g}")
+            sp = _int(tb, "send", f"{where}: gpu {g} tb {tbid}")
+            rp = _int(tb, "recv", f"{where}: gpu {g} tb {tbid}")
+            ch = _int(tb, "chan", f"{where}: gpu {g} tb {tbid}")
+            prev: Key | None = None
+            for st in tb.findall("step"):
+                w = f"{where}: gpu {g} tb {tbid} step {st.get('s')}"
+                kind = st.get("type", "")
+                if kind not in ("s", "r", "rrc", "nop"):
+                    raise ScheduleError(f"{w}: step type {kind!r} is not supported on import")
+                key = (g, tbid, _int(st, "s", w))
+                kinds[key] = kind
+                waits[key] = [prev] if prev is not None else []
+                depid = st.get("depid", "-1")
+                if depid not in ("-1", None):
+                    waits[key].append((g, _int(st, "depid", w), _int(st, "deps", w)))
+                prev = key
+                if kind == "nop":
+                    continue
+                off, cnt = _int(st, "srcoff", w), _int(st, "cnt", w)
+                if kind != "s":
+                    off = _int(st, "dstoff", w)
+                if cnt < 1 or off < 0 or off + cnt > big_l:
+                    raise ScheduleError(f"{w}: chunks {off}..{off + cnt - 1} of {big_l}")
+                span[key] = (off, cnt)
+                if kind == "s":
+                    sends.setdefault((g, sp, ch), []).append(key)
+                else:
+                    recvs.setdefault((rp, g, ch), []).append(key)
+    # transfers: the i-th send on a connection meets its i-th receive
+    pairs: list[tuple[Key, Key, tuple[int, int, int]]] = []
+    side: dict[Key, tuple[int, str]] = {}
+    for conn in sorted(set(sends) | set(recvs)):
+        ss, rr = sends.get(conn, []), recvs.get(conn, [])
+        if len(ss) != len(rr):
             raise ScheduleError(
-                f"{where}: connection {key}: {len(ss)} sends but {len(rr)} receives"
+                f"{where}: connection {conn}: {len(ss)} sends but {len(rr)} receives"
             )
-        for (off, cnt, stb, ssi), (_, _, rtb, rsi, kind) in zip(ss, rr, strict=True):
-            if cnt < 1:
-                raise ScheduleError(f"{where}: connection {key}: a step of {cnt} chunks")
-            transfers.append((min(ssi, rsi), key[0], key[1], off, cnt, key[2], kind, stb, rtb, rsi))
-    transfers.sort()
+        for a, b in zip(ss, rr, strict=True):
+            if span[a] != span[b]:
+                raise ScheduleError(
+                    f"{where}: gpu {a[0]} tb {a[1]} step {a[2]} sends {span[a][1]} chunks from "
+                    f"{span[a][0]}, its receive writes {span[b][1]} from {span[b][0]}: "
+                    "resilientcc's transfers keep a chunk's place"
+                )
+            side[a], side[b] = (len(pairs), "s"), (len(pairs), "r")
+            pairs.append((a, b, conn))
+    for key, ws in waits.items():
+        for wk in ws:
+            if wk not in kinds:
+                raise ScheduleError(
+                    f"{where}: gpu {key[0]} tb {key[1]} step {key[2]} waits for a step that does not exist ({wk[1]}, {wk[2]})"
+                )
+
+    def waited(key: Key) -> set[tuple[int, str]]:
+        """The transfer steps ``key`` waits for, through nops."""
+        out: set[tuple[int, str]] = set()
+        todo, seen = list(waits[key]), set()
+        while todo:
+            k = todo.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            if kinds[k] == "nop":
+                todo.extend(waits[k])
+            else:
+                out.add(side[k])
+        return out
+
+    deps: list[set[int]] = [set() for _ in pairs]
+    for i, (a, b, _conn) in enumerate(pairs):
+        lo, n = span[b]
+        for step in (a, b):
+            for x, xs in waited(step):
+                if x == i:
+                    continue
+                if xs == "r":
+                    deps[i].add(x)
+                elif step == b:  # a send read what this receive overwrites
+                    xlo, xn = span[pairs[x][0]]
+                    if pairs[x][0][0] == b[0] and xlo < lo + n and lo < xlo + xn:
+                        deps[i].add(x)
+    # ids: a topological order of deps and each connection's order
+    succ: list[list[int]] = [[] for _ in pairs]
+    indeg = [0] * len(pairs)
+    last: dict[tuple[int, int, int], int] = {}
+    for i, (_a, _b, conn) in enumerate(pairs):
+        before = set(deps[i])
+        if conn in last:
+            before.add(last[conn])
+        last[conn] = i
+        for d in before:
+            succ[d].append(i)
+        indeg[i] = len(before)
+    ready = [(pairs[i][0][2], i) for i in range(len(pairs)) if indeg[i] == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        _s, i = heapq.heappop(ready)
+        order.append(i)
+        for j in succ[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                heapq.heappush(ready, (pairs[j][0][2], j))
+    if len(order) != len(pairs):
+        raise ScheduleError(
+            f"{where}: the steps' waits and the connections' order form a cycle (a chunk "
+            "exchanged both ways at once cannot be expressed as whole transfers)"
+        )
+    new_id = {old: new for new, old in enumerate(order)}
     out = []
-    last_in_tb: dict[tuple[int, int], int] = {}
-    for i, (_, src, dst, off, cnt, ch, kind, stb, rtb, _) in enumerate(transfers):
-        deps = {last_in_tb[k] for k in ((src, stb), (dst, rtb)) if k in last_in_tb}
-        op = COPY if kind == "r" else REDUCE
-        out.append(Transfer(i, src, dst, off, op, tuple(sorted(deps)), ch, count=cnt))
-        last_in_tb[(src, stb)] = i
-        last_in_tb[(dst, rtb)] = i
+    for i in order:
+        a, b, (src, dst, ch) = pairs[i]
+        op = COPY if kinds[b] == "r" else REDUCE
+        out.append(
+            Transfer(
+                new_id[i],
+                src,
+                dst,
+                span[a][0],
+                op,
+                tuple(sorted(new_id[d] for d in deps[i])),
+                ch,
+                count=span[a][1],
+            )
+        )
     sched = Schedule(
         algo.get("name", "msccl"), ngpus, Fraction(big_l), uniform_chunks(big_l), tuple(out)
     )
-    return sched.check_structure()
+    try:
+        return sched.check_structure()
+    except ScheduleError as e:
+        raise ScheduleError(f"{where}: {e}") from None
 
 
 @dataclass(frozen=True)
