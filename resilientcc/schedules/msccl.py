@@ -46,7 +46,7 @@ import itertools
 import math
 import os
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -399,6 +399,20 @@ def _int(el: ET.Element, key: str, where: str) -> int:
         raise ScheduleError(f"{where}: attribute {key!r} must be an integer, got {v!r}") from None
 
 
+def _threadblocks(
+    algo: ET.Element, where: str
+) -> Iterator[tuple[int, int, int, int, int, ET.Element]]:
+    """``(gpu, tb, send peer, recv peer, channel, element)`` of every threadblock."""
+    for gpu in algo.findall("gpu"):
+        g = _int(gpu, "id", where)
+        for tb in gpu.findall("tb"):
+            tbid = _int(tb, "id", f"{where}: gpu {g}")
+            sp = _int(tb, "send", f"{where}: gpu {g} tb {tbid}")
+            rp = _int(tb, "recv", f"{where}: gpu {g} tb {tbid}")
+            ch = _int(tb, "chan", f"{where}: gpu {g} tb {tbid}")
+            yield g, tbid, sp, rp, ch, tb
+
+
 def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
     """Parse MSCCL XML back into a :class:`Schedule`.
 
@@ -431,47 +445,38 @@ def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
     ranges: set[int] = {0, big_l}
     if algo.get("rcc_size") is None:
         return _foreign(algo, ngpus, big_l, where)
-    step_key: dict[tuple[int, int, int], int] = {}
     first_off: dict[int, tuple[int, str]] = {}  # a send's first step: srcoff, where
-    for gpu in algo.findall("gpu"):
-        g = _int(gpu, "id", where)
-        for tb in gpu.findall("tb"):
-            tbid = _int(tb, "id", f"{where}: gpu {g}")
-            sp = _int(tb, "send", f"{where}: gpu {g} tb {tbid}")
-            rp = _int(tb, "recv", f"{where}: gpu {g} tb {tbid}")
-            ch = _int(tb, "chan", f"{where}: gpu {g} tb {tbid}")
-            for st in tb.findall("step"):
-                w = f"{where}: gpu {g} tb {tbid} step {st.get('s')}"
-                kind = st.get("type", "")
-                if kind == "nop":
-                    continue
-                if kind not in ("s", "r", "rrc"):
-                    raise ScheduleError(f"{w}: step type {kind!r} is not supported on import")
-                off, cnt = _int(st, "srcoff", w), _int(st, "cnt", w)
-                ranges.update((off, off + cnt))
-                si = _int(st, "s", w)
-                tid = _int(st, "rcc_t", w)
-                if tid in (sends if kind == "s" else recvs):  # a later piece of a split transfer
-                    continue
-                if kind == "s":
-                    route = st.get("rcc_r")
-                    first_off[tid] = (off, w)
-                    sends[tid] = (
-                        g,
-                        sp,
-                        ch,
-                        _int(st, "rcc_c", w),
-                        _int(st, "rcc_n", w) if st.get("rcc_n") is not None else 1,
-                        tuple(route.split(" ")) if route else None,
-                    )
-                else:
-                    d = st.get("rcc_d", "")
-                    try:
-                        deps = tuple(int(x) for x in d.split(",") if x != "")
-                    except ValueError:
-                        raise ScheduleError(f"{w}: bad rcc_d {d!r}") from None
-                    recvs[tid] = (rp, g, ch, COPY if kind == "r" else REDUCE, deps)
-                step_key[(g, tbid, si)] = tid
+    for g, tbid, sp, rp, ch, tb in _threadblocks(algo, where):
+        for st in tb.findall("step"):
+            w = f"{where}: gpu {g} tb {tbid} step {st.get('s')}"
+            kind = st.get("type", "")
+            if kind == "nop":
+                continue
+            if kind not in ("s", "r", "rrc"):
+                raise ScheduleError(f"{w}: step type {kind!r} is not supported on import")
+            off, cnt = _int(st, "srcoff", w), _int(st, "cnt", w)
+            ranges.update((off, off + cnt))
+            tid = _int(st, "rcc_t", w)
+            if tid in (sends if kind == "s" else recvs):  # a later piece of a split transfer
+                continue
+            if kind == "s":
+                route = st.get("rcc_r")
+                first_off[tid] = (off, w)
+                sends[tid] = (
+                    g,
+                    sp,
+                    ch,
+                    _int(st, "rcc_c", w),
+                    _int(st, "rcc_n", w) if st.get("rcc_n") is not None else 1,
+                    tuple(route.split(" ")) if route else None,
+                )
+            else:
+                d = st.get("rcc_d", "")
+                try:
+                    deps = tuple(int(x) for x in d.split(",") if x != "")
+                except ValueError:
+                    raise ScheduleError(f"{w}: bad rcc_d {d!r}") from None
+                recvs[tid] = (rp, g, ch, COPY if kind == "r" else REDUCE, deps)
     size = Fraction(algo.get("rcc_size", "0"))
     bounds_attr = algo.get("rcc_chunks")
     if bounds_attr:
@@ -542,38 +547,32 @@ def _foreign(algo: ET.Element, ngpus: int, big_l: int, where: str) -> Schedule:
     waits: dict[Key, list[Key]] = {}  # the steps each step waits for
     sends: dict[tuple[int, int, int], list[Key]] = {}  # connection -> send steps in order
     recvs: dict[tuple[int, int, int], list[Key]] = {}
-    for gpu in algo.findall("gpu"):
-        g = _int(gpu, "id", where)
-        for tb in gpu.findall("tb"):
-            tbid = _int(tb, "id", f"{where}: gpu {g}")
-            sp = _int(tb, "send", f"{where}: gpu {g} tb {tbid}")
-            rp = _int(tb, "recv", f"{where}: gpu {g} tb {tbid}")
-            ch = _int(tb, "chan", f"{where}: gpu {g} tb {tbid}")
-            prev: Key | None = None
-            for st in tb.findall("step"):
-                w = f"{where}: gpu {g} tb {tbid} step {st.get('s')}"
-                kind = st.get("type", "")
-                if kind not in ("s", "r", "rrc", "nop"):
-                    raise ScheduleError(f"{w}: step type {kind!r} is not supported on import")
-                key = (g, tbid, _int(st, "s", w))
-                kinds[key] = kind
-                waits[key] = [prev] if prev is not None else []
-                depid = st.get("depid", "-1")
-                if depid not in ("-1", None):
-                    waits[key].append((g, _int(st, "depid", w), _int(st, "deps", w)))
-                prev = key
-                if kind == "nop":
-                    continue
-                off, cnt = _int(st, "srcoff", w), _int(st, "cnt", w)
-                if kind != "s":
-                    off = _int(st, "dstoff", w)
-                if cnt < 1 or off < 0 or off + cnt > big_l:
-                    raise ScheduleError(f"{w}: chunks {off}..{off + cnt - 1} of {big_l}")
-                span[key] = (off, cnt)
-                if kind == "s":
-                    sends.setdefault((g, sp, ch), []).append(key)
-                else:
-                    recvs.setdefault((rp, g, ch), []).append(key)
+    for g, tbid, sp, rp, ch, tb in _threadblocks(algo, where):
+        prev: Key | None = None
+        for st in tb.findall("step"):
+            w = f"{where}: gpu {g} tb {tbid} step {st.get('s')}"
+            kind = st.get("type", "")
+            if kind not in ("s", "r", "rrc", "nop"):
+                raise ScheduleError(f"{w}: step type {kind!r} is not supported on import")
+            key = (g, tbid, _int(st, "s", w))
+            kinds[key] = kind
+            waits[key] = [prev] if prev is not None else []
+            depid = st.get("depid", "-1")
+            if depid not in ("-1", None):
+                waits[key].append((g, _int(st, "depid", w), _int(st, "deps", w)))
+            prev = key
+            if kind == "nop":
+                continue
+            off, cnt = _int(st, "srcoff", w), _int(st, "cnt", w)
+            if kind != "s":
+                off = _int(st, "dstoff", w)
+            if cnt < 1 or off < 0 or off + cnt > big_l:
+                raise ScheduleError(f"{w}: chunks {off}..{off + cnt - 1} of {big_l}")
+            span[key] = (off, cnt)
+            if kind == "s":
+                sends.setdefault((g, sp, ch), []).append(key)
+            else:
+                recvs.setdefault((rp, g, ch), []).append(key)
     # transfers: the i-th send on a connection meets its i-th receive
     pairs: list[tuple[Key, Key, tuple[int, int, int]]] = []
     side: dict[Key, tuple[int, str]] = {}
