@@ -293,6 +293,24 @@ def test_program_alone_is_proved_correct(schedules, name):
     assert report.verdict == "proved", report.counterexample
 
 
+@pytest.mark.parametrize(("servers", "gpus", "fail"), [(2, 4, "1:3"), (3, 4, "2:x1/2")])
+def test_program_alone_keeps_every_earlier_conflict(servers, gpus, fail):
+    """R2CC-AllReduce's programs, read as the executor runs them, prove. A receive must
+    follow a send of the same chunks that comes before it only through other steps (a
+    nop, a send of other chunks, a receive of other chunks): two earlier versions of the
+    import, stopping at the first send or the first receive on the way back, found these
+    racy (a random sweep)."""
+    from resilientcc.schedules.r2cc import r2cc_allreduce
+    from resilientcc.topology import apply_fail_specs
+    from resilientcc.verify import verify
+
+    topo = apply_fail_specs(hierarchical(servers, gpus), [fail])
+    s = r2cc_allreduce(topo, Fraction(2**20), pieces=2)
+    big = MscclLimits(max_steps_per_tb=10**6)
+    report = verify(from_msccl_xml(to_msccl_xml(s, roundtrip=False, limits=big)))
+    assert report.verdict == "proved", report.counterexample
+
+
 def test_program_alone_without_its_waits_is_racy(schedules):
     """The check above is not vacuous: with its depid/deps removed the same program races."""
     from resilientcc.verify import verify

@@ -532,12 +532,12 @@ def _foreign(algo: ET.Element, ngpus: int, big_l: int, where: str) -> Schedule:
 
     Sends and receives are matched in FIFO order per connection ``(src, dst, channel)``
     into transfers of ``cnt`` equal chunks from ``srcoff``. A step waits for the step
-    before it in its threadblock and for its ``depid``/``deps`` step (through ``nop``
-    steps); those become the transfers' dependencies: on a transfer whose *receive* is
-    waited for (it wrote the buffer), and on one whose *send* is waited for where that
-    send read chunks the waiting receive overwrites (a send before another send on the
-    same connection is already ordered by the FIFO). Ids follow a topological order of
-    the dependencies and the connections' order.
+    before it in its threadblock and for its ``depid``/``deps`` step, and so for
+    everything those wait for. A transfer depends on every transfer with an earlier step
+    on the same GPU that touches the same chunks in an order that matters: before its
+    send, a receive of them; before its receive, a send (a read) or a receive (a write)
+    of them. Ids follow a topological order of the dependencies and the connections'
+    order.
     """
     from resilientcc.schedules.ir import uniform_chunks
 
@@ -598,34 +598,62 @@ def _foreign(algo: ET.Element, ngpus: int, big_l: int, where: str) -> Schedule:
                     f"{where}: gpu {key[0]} tb {key[1]} step {key[2]} waits for a step that does not exist ({wk[1]}, {wk[2]})"
                 )
 
-    def waited(key: Key) -> set[tuple[int, str]]:
-        """The transfer steps ``key`` waits for, through nops."""
-        out: set[tuple[int, str]] = set()
-        todo, seen = list(waits[key]), set()
-        while todo:
-            k = todo.pop()
-            if k in seen:
+    # each GPU's steps in an order that respects their waits, with every step's earlier
+    # steps (those it waits for, directly or not) as a bit set over that order
+    by_gpu: dict[int, list[Key]] = {}
+    for key in kinds:
+        by_gpu.setdefault(key[0], []).append(key)
+    earlier: dict[Key, int] = {}
+    pos: dict[Key, int] = {}
+    order_of: dict[int, list[Key]] = {}
+    for g, keys in by_gpu.items():
+        unmet = {k: len(waits[k]) for k in keys}
+        after: dict[Key, list[Key]] = {k: [] for k in keys}
+        for k in keys:
+            for wk in waits[k]:
+                after[wk].append(k)
+        free = sorted(k for k in keys if unmet[k] == 0)
+        seq: list[Key] = []
+        while free:
+            k = free.pop()
+            seq.append(k)
+            for nk in after[k]:
+                unmet[nk] -= 1
+                if unmet[nk] == 0:
+                    free.append(nk)
+        if len(seq) != len(keys):
+            raise ScheduleError(f"{where}: gpu {g}: its steps wait for each other in a cycle")
+        order_of[g] = seq
+        for i, k in enumerate(seq):
+            pos[k] = i
+            bits = 0
+            for wk in waits[k]:
+                bits |= earlier[wk] | (1 << pos[wk])
+            earlier[k] = bits
+
+    def follows(key: Key, write: bool) -> set[int]:
+        """The transfers whose earlier steps on ``key``'s GPU touch its chunks in a way
+        that orders them: a receive after an earlier send of those chunks (it read them)
+        or receive (it wrote them), a send after an earlier receive of them."""
+        lo, n = span[key]
+        seq = order_of[key[0]]
+        out: set[int] = set()
+        bits = earlier[key]
+        while bits:
+            low = bits & -bits
+            k = seq[low.bit_length() - 1]
+            bits ^= low
+            kind = kinds[k]
+            if kind == "nop" or (kind == "s" and not write):
                 continue
-            seen.add(k)
-            if kinds[k] == "nop":
-                todo.extend(waits[k])
-            else:
-                out.add(side[k])
+            klo, kn = span[k]
+            if klo < lo + n and lo < klo + kn:
+                out.add(side[k][0])
         return out
 
-    deps: list[set[int]] = [set() for _ in pairs]
+    deps: list[set[int]] = []
     for i, (a, b, _conn) in enumerate(pairs):
-        lo, n = span[b]
-        for step in (a, b):
-            for x, xs in waited(step):
-                if x == i:
-                    continue
-                if xs == "r":
-                    deps[i].add(x)
-                elif step == b:  # a send read what this receive overwrites
-                    xlo, xn = span[pairs[x][0]]
-                    if pairs[x][0][0] == b[0] and xlo < lo + n and lo < xlo + xn:
-                        deps[i].add(x)
+        deps.append((follows(a, False) | follows(b, True)) - {i})
     # ids: a topological order of deps and each connection's order
     succ: list[list[int]] = [[] for _ in pairs]
     indeg = [0] * len(pairs)
