@@ -232,8 +232,7 @@ def latency_lower_bound(
     """
     import numpy as np
 
-    from resilientcc.bounds.graph import contract_islands, from_topology
-    from resilientcc.bounds.lp import CONTRACT_ABOVE, _initial_pool, _lifted_labelings
+    from resilientcc.bounds.lp import _bound_graph, _initial_pool
     from resilientcc.bounds.separation import best_cut, partition_candidates
 
     start = time.perf_counter()
@@ -245,15 +244,9 @@ def latency_lower_bound(
         raise BoundError(f"base latency: must be at least 0, got {base_latency!r}")
     if topology.num_ranks < 2:
         raise BoundError("latency bound: needs at least two GPUs")
-    full_n = sum(1 for nd in topology.nodes if not nd.failed)
-    if contract is None:
-        contract = full_n > CONTRACT_ABOVE and any(nd.server is not None for nd in topology.nodes)
-    g = contract_islands(topology) if contract else from_topology(topology)
-    if contract and len(g.gpu_vertices) < 2:
-        g, contract = from_topology(topology), False
+    g, contract, extra = _bound_graph(topology, contract)
     floor = route_latency_floor(topology)
     lam = [floor[j] for j in g.origin]  # each link's λ_e, from the topology link it stands for
-    extra = None if contract or len(topology.servers) < 2 else _lifted_labelings(topology)
     lam_f = np.array([float(x) for x in lam])
     cap_f = np.array([float(c) for c in g.cap])
 

@@ -128,6 +128,26 @@ def _initial_pool(g: BoundGraph) -> list[BoundConstraint]:
     return [c for c in pool if c.capacity > 0]
 
 
+def _bound_graph(
+    topology: Topology, contract: bool | None
+) -> tuple[BoundGraph, bool, list[tuple[list[int], str | None]] | None]:
+    """The graph the LP runs on, whether it is contracted, and the lifted partitions
+    that start the search on the full graph.
+
+    ``contract`` ``None``: contract the NVLink islands above :data:`CONTRACT_ABOVE`
+    vertices; a contraction left with fewer than two GPU vertices falls back to the full
+    graph. Shared by :func:`lp_bound` and the latency bound, so both search the same graph.
+    """
+    full_n = sum(1 for nd in topology.nodes if not nd.failed)
+    if contract is None:
+        contract = full_n > CONTRACT_ABOVE and any(nd.server is not None for nd in topology.nodes)
+    g = contract_islands(topology) if contract else from_topology(topology)
+    if contract and len(g.gpu_vertices) < 2:
+        g, contract = from_topology(topology), False
+    extra = None if contract or len(topology.servers) < 2 else _lifted_labelings(topology)
+    return g, contract, extra
+
+
 def _lifted_labelings(topo: Topology) -> list[tuple[list[int], str | None]]:
     """Partitions found on the contracted graph, lifted to the original vertices (each
     constraint of the contracted graph is one of the original graph)."""
@@ -372,13 +392,8 @@ def _lp_unit(
         return BoundResult(
             Fraction(0), "lp", "a single GPU needs no communication", m, bref, Fraction(0)
         )
+    g, contract, extra = _bound_graph(topology, contract)
     full_n = sum(1 for nd in topology.nodes if not nd.failed)
-    if contract is None:
-        contract = full_n > CONTRACT_ABOVE and any(nd.server is not None for nd in topology.nodes)
-    g = contract_islands(topology) if contract else from_topology(topology)
-    if contract and len(g.gpu_vertices) < 2:
-        g, contract = from_topology(topology), False
-    extra = None if contract or len(topology.servers) < 2 else _lifted_labelings(topology)
     t_val, pool, duals, iters, mode = _run(
         g, max_iter=max_iter, exact_partitions=exact_partitions, extra=extra
     )

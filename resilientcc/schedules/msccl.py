@@ -46,10 +46,11 @@ import itertools
 import math
 import os
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from resilientcc.errors import ExportError, ScheduleError, TooFineError
 from resilientcc.schedules.ir import COPY, REDUCE, Chunk, Schedule, Transfer
@@ -350,6 +351,36 @@ def to_msccl_xml(
     return ET.tostring(algo, encoding="unicode") + "\n"
 
 
+def _fifo_topological(
+    items: Sequence[tuple[Hashable, Iterable[int]]], priority: Sequence[Any]
+) -> list[int]:
+    """A topological order of ``items`` (each ``(connection, deps)``, deps by index) and
+    of each connection's order of appearance, least ``priority`` first among those ready;
+    shorter than ``items`` where the two orders form a cycle."""
+    succ: list[list[int]] = [[] for _ in items]
+    unmet = [0] * len(items)
+    last_on: dict[Hashable, int] = {}
+    for i, (conn, deps) in enumerate(items):
+        before = set(deps)
+        if conn in last_on:
+            before.add(last_on[conn])
+        last_on[conn] = i
+        for d in before:
+            succ[d].append(i)
+        unmet[i] = len(before)
+    ready = [(priority[i], i) for i in range(len(items)) if unmet[i] == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        _p, i = heapq.heappop(ready)
+        order.append(i)
+        for j in succ[i]:
+            unmet[j] -= 1
+            if unmet[j] == 0:
+                heapq.heappush(ready, (priority[j], j))
+    return order
+
+
 def _step_order(schedule: Schedule) -> list[Transfer]:
     """The transfers in the order their steps are written: the least-id-first topological
     order of the dependencies and of each connection's FIFO order (the id order where that
@@ -361,34 +392,15 @@ def _step_order(schedule: Schedule) -> list[Transfer]:
     first unfinished step always has its dependencies done and its peer step at the head
     of the peer's threadblock, so the program cannot deadlock.
     """
-    by_id = schedule.by_id
-    succ: dict[int, list[int]] = {t.id: [] for t in schedule.transfers}
-    indeg = dict.fromkeys(succ, 0)
-    last_on: dict[tuple[int, int, int], int] = {}
-    for t in sorted(schedule.transfers, key=lambda t: t.id):
-        before = set(t.deps)
-        prev = last_on.get((t.src, t.dst, t.channel))
-        if prev is not None:
-            before.add(prev)
-        last_on[(t.src, t.dst, t.channel)] = t.id
-        for d in before:
-            succ[d].append(t.id)
-        indeg[t.id] = len(before)
-    ready = [i for i, n in indeg.items() if n == 0]
-    heapq.heapify(ready)
-    out: list[Transfer] = []
-    while ready:
-        i = heapq.heappop(ready)
-        out.append(by_id[i])
-        for j in succ[i]:
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                heapq.heappush(ready, j)
-    if len(out) != len(by_id):
+    ts = sorted(schedule.transfers, key=lambda t: t.id)
+    index = {t.id: i for i, t in enumerate(ts)}
+    items = [((t.src, t.dst, t.channel), [index[d] for d in t.deps]) for t in ts]
+    order = _fifo_topological(items, [t.id for t in ts])
+    if len(order) != len(ts):
         raise ExportError(
             "MSCCL export: the dependencies and the connections' FIFO order form a cycle"
         )
-    return out
+    return [ts[i] for i in order]
 
 
 def _int(el: ET.Element, key: str, where: str) -> int:
@@ -575,7 +587,7 @@ def _foreign(algo: ET.Element, ngpus: int, big_l: int, where: str) -> Schedule:
                 recvs.setdefault((rp, g, ch), []).append(key)
     # transfers: the i-th send on a connection meets its i-th receive
     pairs: list[tuple[Key, Key, tuple[int, int, int]]] = []
-    side: dict[Key, tuple[int, str]] = {}
+    transfer_of: dict[Key, int] = {}  # each send or receive step's transfer
     for conn in sorted(set(sends) | set(recvs)):
         ss, rr = sends.get(conn, []), recvs.get(conn, [])
         if len(ss) != len(rr):
@@ -589,7 +601,7 @@ def _foreign(algo: ET.Element, ngpus: int, big_l: int, where: str) -> Schedule:
                     f"{span[a][0]}, its receive writes {span[b][1]} from {span[b][0]}: "
                     "resilientcc's transfers keep a chunk's place"
                 )
-            side[a], side[b] = (len(pairs), "s"), (len(pairs), "r")
+            transfer_of[a] = transfer_of[b] = len(pairs)
             pairs.append((a, b, conn))
     for key, ws in waits.items():
         for wk in ws:
@@ -648,34 +660,17 @@ def _foreign(algo: ET.Element, ngpus: int, big_l: int, where: str) -> Schedule:
                 continue
             klo, kn = span[k]
             if klo < lo + n and lo < klo + kn:
-                out.add(side[k][0])
+                out.add(transfer_of[k])
         return out
 
     deps: list[set[int]] = []
     for i, (a, b, _conn) in enumerate(pairs):
         deps.append((follows(a, False) | follows(b, True)) - {i})
     # ids: a topological order of deps and each connection's order
-    succ: list[list[int]] = [[] for _ in pairs]
-    indeg = [0] * len(pairs)
-    last: dict[tuple[int, int, int], int] = {}
-    for i, (_a, _b, conn) in enumerate(pairs):
-        before = set(deps[i])
-        if conn in last:
-            before.add(last[conn])
-        last[conn] = i
-        for d in before:
-            succ[d].append(i)
-        indeg[i] = len(before)
-    ready = [(pairs[i][0][2], i) for i in range(len(pairs)) if indeg[i] == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        _s, i = heapq.heappop(ready)
-        order.append(i)
-        for j in succ[i]:
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                heapq.heappush(ready, (pairs[j][0][2], j))
+    order = _fifo_topological(
+        [(conn, deps[i]) for i, (_a, _b, conn) in enumerate(pairs)],
+        [a[2] for a, _b, _conn in pairs],
+    )
     if len(order) != len(pairs):
         raise ScheduleError(
             f"{where}: the steps' waits and the connections' order form a cycle (a chunk "
