@@ -5,9 +5,11 @@ runs its steps in order; a step with ``depid``/``deps`` waits for that step of a
 threadblock of its GPU; a send puts a snapshot of its chunks on the connection
 ``(gpu, send peer, channel)``, which holds at most ``slots`` messages, and the receiving
 threadblock takes them in FIFO order (``r`` overwrites, ``rrc`` adds). Buffers hold
-multiplicity vectors (how often each GPU's contribution is in each chunk), so the end
-state says whether the program is an AllReduce, and a state where no threadblock can move
-is a deadlock.
+multiplicity vectors (how often each GPU's contribution is in each chunk) and the chunk
+each place's data came from (data moved to another place, or added to another chunk's,
+is marked wrong: two chunks with the same contributions are still told apart), so the
+end state says whether the program is an AllReduce, and a state where no threadblock can
+move is a deadlock.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ def run_msccl(xml: str, *, slots: int = 1) -> Outcome:
     buf = np.zeros((n, units, n), dtype=np.int64)
     for g in range(n):
         buf[g, :, g] = 1
+    # the chunk whose data each place holds (-1: a mix of chunks)
+    origin = np.tile(np.arange(units), (n, 1))
     tbs: list[tuple[int, int, int, int, list[dict[str, str]]]] = []  # gpu, tb, send, recv, steps
     for gpu in algo.findall("gpu"):
         g = int(gpu.get("id", "-1"))
@@ -71,21 +75,25 @@ def run_msccl(xml: str, *, slots: int = 1) -> Outcome:
                     wire = wires.setdefault((g, send, chan[(g, t)]), deque())
                     if len(wire) >= slots:
                         break
-                    wire.append(buf[g, off : off + cnt].copy())
+                    wire.append((buf[g, off : off + cnt].copy(), origin[g, off : off + cnt].copy()))
                 elif kind in ("r", "rrc"):
                     wire = wires.setdefault((recv, g, chan[(g, t)]), deque())
                     if not wire:
                         break
-                    data = wire.popleft()
+                    data, came = wire.popleft()
                     doff = int(st.get("dstoff", "-1"))
+                    here = slice(doff, doff + cnt)
                     if kind == "r":
-                        buf[g, doff : doff + cnt] = data
+                        buf[g, here] = data
+                        origin[g, here] = came
                     else:
-                        buf[g, doff : doff + cnt] += data
+                        buf[g, here] += data
+                        origin[g, here] = np.where(origin[g, here] == came, came, -1)
                 elif kind != "nop":
                     raise ValueError(f"unknown step type {kind!r}")
                 done[(g, t)] += 1
                 executed += 1
                 progress = True
     finished = all(done[(g, t)] == len(steps) for g, t, _s, _r, steps in tbs)
-    return Outcome(not finished, finished and bool(np.all(buf == 1)), executed)
+    placed = bool(np.all(origin == np.arange(units)))
+    return Outcome(not finished, finished and placed and bool(np.all(buf == 1)), executed)

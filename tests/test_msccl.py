@@ -7,15 +7,20 @@ import xml.etree.ElementTree as ET
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 from msccl_interp import run_msccl
 
 from resilientcc.errors import ExportError, ScheduleError, TooFineError
 from resilientcc.schedules.ir import Schedule, Transfer, chunks_from_sizes, uniform_chunks
 from resilientcc.schedules.msccl import (
     MscclLimits,
+    exact_units,
     fit_msccl,
     from_msccl_xml,
     load_msccl,
+    round_chunks,
+    round_for_msccl,
     save_msccl,
     to_msccl_xml,
 )
@@ -321,3 +326,108 @@ def test_program_alone_without_its_waits_is_racy(schedules):
         st.set("deps", "-1")
     report = verify(from_msccl_xml(ET.tostring(root, encoding="unicode")))
     assert report.verdict == "violated"
+
+
+def test_splits_too_fine_are_rounded_and_still_run_as_allreduce(schedules):
+    """Where the exact splits need more equal chunks than the executor runs per loop, the
+    export rounds every chunk to whole units (at least one each, none moved by a unit or
+    more) and the program still runs as an AllReduce; the exact export refuses."""
+    s = schedules["optcc_pipelined"]
+    exact = exact_units(s)
+    limits = MscclLimits(max_chunks_per_loop=exact - 1)
+    assert len(s.chunks) < exact - 1
+    with pytest.raises(TooFineError, match="equal MSCCL chunks"):
+        to_msccl_xml(s, limits=limits)
+    rounded, how = round_for_msccl(s, limits)
+    assert how is not None and how.exact_units == exact and how.units < exact
+    assert rounded.transfers == s.transfers
+    assert rounded.meta_get("chunks_rounded_to") == str(how.units)
+    for old, new in zip(s.chunks, rounded.chunks, strict=True):
+        assert (new.size * how.units).denominator == 1 and new.size * how.units >= 1
+        assert abs(new.size - old.size) < Fraction(1, how.units)
+        assert abs(new.size - old.size) <= how.max_change * old.size
+    xml = to_msccl_xml(rounded, limits=limits)
+    out = run_msccl(xml)
+    assert not out.deadlocked and out.allreduce
+    assert from_msccl_xml(xml) == rounded
+    fit = fit_msccl(lambda k: s, limits=limits)
+    assert fit.rounding == how and fit.schedule == rounded
+    # exact splits that fit are left alone
+    assert round_for_msccl(s) == (s, None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    weights=hs.lists(hs.integers(1, 1000), min_size=1, max_size=40),
+    extra=hs.integers(0, 200),
+)
+def test_rounded_chunks_tile_the_buffer(weights, extra):
+    """Any exact splits, rounded to ``units``: whole units, at least one per chunk,
+    contiguous from 0 to 1, and within one unit of the exact size where that is at
+    least one unit."""
+    total = sum(weights)
+    sizes = [Fraction(w, total) for w in weights]
+    n = len(sizes)
+    ts = tuple(Transfer(i, 0, 1, i, "reduce") for i in range(n)) + tuple(
+        Transfer(n + i, 1, 0, i, "copy", deps=(i,)) for i in range(n)
+    )
+    s = Schedule("x", 2, Fraction(2**20), chunks_from_sizes(sizes), ts)
+    units = n + extra
+    r = round_chunks(s, units)
+    at = Fraction(0)
+    for old, new in sorted(zip(s.chunks, r.chunks, strict=True), key=lambda p: p[0].offset):
+        assert new.offset == at and (new.size * units).denominator == 1
+        assert new.size >= Fraction(1, units)
+        if old.size * units >= 1 and all(c.size * units >= 1 for c in s.chunks):
+            assert abs(new.size - old.size) < Fraction(1, units)
+        at += new.size
+    assert at == 1
+    with pytest.raises(ExportError, match="do not fit"):
+        round_chunks(s, n - 1) if n > 1 else round_chunks(s, 0)
+
+
+def test_one_wait_per_threadblock():
+    """A step waits for the latest step of each other threadblock it depends on (earlier
+    ones of that threadblock come first in it): 4 × 8 GPUs with 1 NIC lost exports in one
+    piece (before, every dependency had its own nop step and no depth fitted), and runs as
+    an AllReduce."""
+    topo = fail_nics(hierarchical(4, 8), 0, 1)
+    s = optcc(topo, M, pieces=1)
+    xml = to_msccl_xml(s)
+    root = ET.fromstring(xml)
+    for gpu in root.findall("gpu"):
+        for tb in gpu.findall("tb"):
+            steps = tb.findall("step")
+            # consecutive nops and the step after them wait on distinct threadblocks
+            run: list[str] = []
+            for st_el in steps:
+                if st_el.get("depid", "-1") != "-1":
+                    run.append(st_el.get("depid", ""))
+                    assert len(run) == len(set(run)), "two waits on one threadblock"
+                if st_el.get("type") != "nop":
+                    run = []
+    out = run_msccl(xml)
+    assert not out.deadlocked and out.allreduce
+
+
+def test_interpreter_tells_chunks_with_equal_contributions_apart():
+    """Two chunks holding the same contributions, sent in swapped order: the multiplicities
+    match but the data land in each other's place, which the interpreter reports."""
+    ts = (
+        Transfer(0, 0, 1, 0, "reduce"),
+        Transfer(1, 0, 1, 1, "reduce"),
+        Transfer(2, 1, 0, 0, "copy", deps=(0,)),
+        Transfer(3, 1, 0, 1, "copy", deps=(1,)),
+    )
+    xml = to_msccl_xml(Schedule("pair", 2, Fraction(8), uniform_chunks(2), ts))
+    assert run_msccl(xml).allreduce
+    root = ET.fromstring(xml)
+    tb = next(
+        tb for tb in root.iter("tb") if sum(st.get("type") == "s" for st in tb.iter("step")) == 2
+    )
+    sends = [st for st in tb.iter("step") if st.get("type") == "s"]
+    a, b = sends[0].get("srcoff"), sends[1].get("srcoff")
+    sends[0].set("srcoff", b or "")
+    sends[1].set("srcoff", a or "")
+    out = run_msccl(ET.tostring(root, encoding="unicode"))
+    assert not out.deadlocked and not out.allreduce

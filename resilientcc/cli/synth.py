@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from inspect import signature
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -30,6 +30,9 @@ from resilientcc.cli.common import (
 from resilientcc.errors import InputError
 from resilientcc.schedules.ir import Schedule
 from resilientcc.topology.io import atomic_write_text, check_writable
+
+if TYPE_CHECKING:
+    from resilientcc.schedules.msccl import ChunkRounding
 
 __all__ = ["EXIT_UNKNOWN", "EXIT_VIOLATED", "synth"]
 
@@ -104,6 +107,7 @@ def synth(
             progress=lambda msg: typer.echo(f"MSCCL export: {msg}", err=True),
         )
         sched, xml = fit.schedule, fit.xml
+        _say_rounding(fit.rounding)
         if fit.pieces is not None:
             typer.echo(
                 f"{sched.name}: {fit.pieces} piece{'s' if fit.pieces > 1 else ''}, not the "
@@ -112,6 +116,11 @@ def synth(
             )
     else:
         sched = gen(topo, m, **opts)
+    if fmt == "msccl-xml" and xml is None:
+        from resilientcc.schedules.msccl import round_for_msccl
+
+        sched, rounding = round_for_msccl(sched)
+        _say_rounding(rounding)
     if fmt == "json":
         from resilientcc.schedules.serialize import save_schedule
 
@@ -135,3 +144,16 @@ def synth(
             die(f"schedule violates {getattr(rep, 'property', 'a property')}", EXIT_VIOLATED)
         if verdict != "proved":
             die("the verifier could not decide (unknown)", EXIT_UNKNOWN)
+
+
+def _say_rounding(rounding: ChunkRounding | None) -> None:
+    from resilientcc.schedules.msccl import MscclLimits
+
+    if rounding is not None:
+        typer.echo(
+            f"MSCCL export: chunk splits rounded to 1/{rounding.units} of the buffer (exact "
+            f"splits need {rounding.exact_units} equal chunks, the executor runs at most "
+            f"{MscclLimits().max_chunks_per_loop}); the largest change is "
+            f"{float(rounding.max_change):.1%} of a chunk",
+            err=True,
+        )

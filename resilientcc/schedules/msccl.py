@@ -14,7 +14,8 @@ Mapping:
 * **Chunks.** MSCCL cuts the buffer into ``nchunksperloop`` equal chunks. A schedule's
   exact :class:`~fractions.Fraction` chunks become whole runs of those: ``L`` = the least
   common multiple of the denominators of every chunk offset and size, so chunk ``c``
-  covers ``[offset·L, (offset+size)·L)``. A run longer than the executor's ``count``
+  covers ``[offset·L, (offset+size)·L)``; where ``L`` exceeds the executor's chunks per
+  loop, :func:`round_for_msccl` rounds the splits first. A run longer than the executor's ``count``
   limit is sent as several consecutive steps.
 * **Transfers.** Each transfer becomes a send step (``type="s"``) on its source GPU and a
   receive step on its destination GPU: ``"r"`` for a copy, ``"rrc"`` (receive, reduce,
@@ -26,7 +27,8 @@ Mapping:
   threadblocks cannot deadlock.
 * **Dependencies.** MSCCL steps depend on one step of another threadblock of the same
   GPU (``depid``/``deps``); a dependency is kept when the two transfers share a GPU,
-  extra ones become ``nop`` steps. Dependencies between transfers on disjoint GPUs are
+  only the latest step of each threadblock waited for (a threadblock runs its steps in
+  order), and the extra ones become ``nop`` steps. Dependencies between transfers on disjoint GPUs are
   implied transitively in the schedules resilientcc generates.
 * **Round trip.** Attributes prefixed ``rcc_`` (ignored by the executor) carry what MSCCL
   cannot express (transfer ids, all deps, the exact size, the topology fingerprint and
@@ -47,7 +49,7 @@ import math
 import os
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -57,11 +59,15 @@ from resilientcc.schedules.ir import COPY, REDUCE, Chunk, Schedule, Transfer
 from resilientcc.topology.io import atomic_write_text, read_text
 
 __all__ = [
+    "ChunkRounding",
     "MscclFit",
     "MscclLimits",
+    "exact_units",
     "fit_msccl",
     "from_msccl_xml",
     "load_msccl",
+    "round_chunks",
+    "round_for_msccl",
     "save_msccl",
     "to_msccl_xml",
 ]
@@ -133,6 +139,122 @@ def _unescape(text: str) -> str:
 
 
 _HEX = frozenset("0123456789ABCDEFabcdef")
+
+
+@dataclass(frozen=True)
+class ChunkRounding:
+    """How :func:`round_for_msccl` rounded a schedule's chunks.
+
+    Attributes:
+        units: MSCCL chunks per loop of the export (``nchunksperloop``).
+        exact_units: what the exact splits would need (the least common multiple of the
+            chunks' denominators).
+        max_change: the largest change of a chunk's size, as a fraction of that size.
+    """
+
+    units: int
+    exact_units: int
+    max_change: Fraction
+
+
+def exact_units(schedule: Schedule) -> int:
+    """Equal MSCCL chunks the exact splits need: the least common multiple of the
+    denominators of every chunk offset and size."""
+    den = 1
+    for c in schedule.chunks:
+        den = math.lcm(den, c.offset.denominator, c.size.denominator)
+    return den
+
+
+def round_chunks(schedule: Schedule, units: int) -> Schedule:
+    """``schedule`` with every chunk a whole number of ``1/units`` of the buffer.
+
+    Each chunk gets at least one unit and, in offset order, the nearest whole number of
+    units (largest remainders first, so the units add up); the transfers are unchanged,
+    so the result is an AllReduce exactly when ``schedule`` is (checked before it is
+    returned), only with slightly different splits. Its metadata records
+    ``chunks_rounded_to``.
+
+    Raises:
+        ExportError: fewer units than chunks.
+
+    >>> from resilientcc.schedules.ir import chunks_from_sizes, Transfer
+    >>> ts = (Transfer(0, 0, 1, 0, "reduce"), Transfer(1, 0, 1, 1, "reduce"),
+    ...       Transfer(2, 1, 0, 0, "copy", deps=(0,)), Transfer(3, 1, 0, 1, "copy", deps=(1,)))
+    >>> s = Schedule("x", 2, Fraction(6), chunks_from_sizes([Fraction(1, 3), Fraction(2, 3)]), ts)
+    >>> [(c.offset, c.size) for c in round_chunks(s, 4).chunks]
+    [(Fraction(0, 1), Fraction(1, 4)), (Fraction(1, 4), Fraction(3, 4))]
+    """
+    from resilientcc.schedules import executor
+
+    chunks = sorted(schedule.chunks, key=lambda c: c.offset)
+    if units < len(chunks):
+        raise ExportError(
+            f"MSCCL export: {len(chunks)} chunks do not fit in {units} equal MSCCL chunks"
+        )
+    ideal = [c.size * units for c in chunks]
+    whole = [max(1, math.floor(x)) for x in ideal]
+    spare = units - sum(whole)
+    # hand out the spare units by largest remainder, or take back the most rounded-up ones
+    if spare >= 0:
+        for i in sorted(range(len(chunks)), key=lambda i: whole[i] - ideal[i])[:spare]:
+            whole[i] += 1
+    else:
+        for i in sorted(
+            (i for i in range(len(chunks)) if whole[i] > 1), key=lambda i: ideal[i] - whole[i]
+        ):
+            if spare == 0:
+                break
+            take = min(whole[i] - 1, -spare)
+            whole[i] -= take
+            spare += take
+    out: list[Chunk] = []
+    at = 0
+    for c, w in zip(chunks, whole, strict=True):
+        out.append(Chunk(c.index, Fraction(at, units), Fraction(w, units)))
+        at += w
+    out.sort(key=lambda c: c.index)
+    rounded = replace(
+        schedule,
+        chunks=tuple(out),
+        meta=(
+            *(kv for kv in schedule.meta if kv[0] != "chunks_rounded_to"),
+            ("chunks_rounded_to", str(units)),
+        ),
+    )
+    executor.check(rounded)
+    return rounded
+
+
+def round_for_msccl(
+    schedule: Schedule, limits: MscclLimits | None = None
+) -> tuple[Schedule, ChunkRounding | None]:
+    """``schedule`` as :func:`to_msccl_xml` can export it: unchanged where its exact splits
+    fit the executor's chunks per loop, else rounded (:func:`round_chunks`) to as many
+    units as keep its largest chunk within one step's count (``max_count``), at least one
+    per chunk and at most the executor's chunks per loop. Returns the schedule and how
+    it was rounded (``None``: not at all).
+
+    Raises:
+        TooFineError: more chunks than the executor's chunks per loop.
+    """
+    lim = limits or MscclLimits()
+    exact = exact_units(schedule)
+    if exact <= lim.max_chunks_per_loop:
+        return schedule, None
+    n = len(schedule.chunks)
+    if n > lim.max_chunks_per_loop:
+        raise TooFineError(
+            f"MSCCL export: {n} chunks, more than the executor's {lim.max_chunks_per_loop} per loop"
+        )
+    biggest = max(c.size for c in schedule.chunks)
+    units = min(lim.max_chunks_per_loop, max(n, math.floor(lim.max_count / biggest)))
+    rounded = round_chunks(schedule, units)
+    change = max(
+        abs(new.size - old.size) / old.size
+        for old, new in zip(schedule.chunks, rounded.chunks, strict=True)
+    )
+    return rounded, ChunkRounding(units, exact, change)
 
 
 def _units(schedule: Schedule, limits: MscclLimits) -> int:
@@ -243,6 +365,12 @@ def to_msccl_xml(
                     if pos[1] != tb:
                         local.append(pos)
                     break
+        # a threadblock runs its steps in order: waiting for its latest step is enough
+        latest: dict[int, tuple[int, int, int]] = {}
+        for pos in local:
+            if pos[1] not in latest or pos[2] > latest[pos[1]][2]:
+                latest[pos[1]] = pos
+        local = sorted(latest.values(), key=lambda pos: (pos[1], pos[2]))
         lst = steps[(g, tb)]
         for pos in local[:-1] if local else []:
             lst.append({"type": "nop", "depid": str(pos[1]), "deps": str(pos[2])})
@@ -704,13 +832,15 @@ def _foreign(algo: ET.Element, ngpus: int, big_l: int, where: str) -> Schedule:
 
 @dataclass(frozen=True)
 class MscclFit:
-    """What :func:`fit_msccl` exported: the schedule, its XML, and the pieces it took
-    (``None``: the generator's default, which fitted)."""
+    """What :func:`fit_msccl` exported: the schedule, its XML, the pieces it took
+    (``None``: the generator's default, which fitted), and how its chunks were rounded
+    (``None``: exact; see :func:`round_for_msccl`)."""
 
     schedule: Schedule
     xml: str
     pieces: int | None
     default_pieces: int | None
+    rounding: ChunkRounding | None = None
 
 
 def fit_msccl(
@@ -729,8 +859,10 @@ def fit_msccl(
     search any :class:`~resilientcc.errors.ExportError` counts as not fitting). The
     default depth is read from the schedule's ``pieces`` metadata; a schedule without it
     is exported as it is, or its :class:`~resilientcc.errors.TooFineError` raised.
-    Each candidate is exported whole, so the one returned honours every limit.
-    ``progress`` hears of each depth that did not fit.
+    Each candidate is exported whole, so the one returned honours every limit. Splits
+    finer than the executor's chunks per loop are rounded (:func:`round_for_msccl`,
+    recorded in :attr:`MscclFit.rounding`). ``progress`` hears of each depth that did
+    not fit.
 
     Examples:
         >>> from fractions import Fraction
@@ -739,11 +871,16 @@ def fit_msccl(
         >>> topo = fail_nics(hierarchical(2, 8), 0, 4)
         >>> fit = fit_msccl(lambda k: optcc(topo, Fraction(2**30), pieces=k))
         >>> fit.default_pieces, fit.pieces
-        (64, 10)
+        (64, 16)
     """
+
+    def export(sched: Schedule, k: int | None, default: int | None) -> MscclFit:
+        sched, rounding = round_for_msccl(sched, limits)
+        return MscclFit(sched, to_msccl_xml(sched, limits=limits), k, default, rounding)
+
     first = make(None)
     try:
-        return MscclFit(first, to_msccl_xml(first, limits=limits), None, None)
+        return export(first, None, None)
     except TooFineError as e:
         error: ExportError = e
     default = first.meta_get("pieces")
@@ -758,9 +895,8 @@ def fit_msccl(
 
     def attempt(k: int) -> MscclFit | None:
         nonlocal error
-        sched = make(k)
         try:
-            return MscclFit(sched, to_msccl_xml(sched, limits=limits), k, int(default))
+            return export(make(k), k, int(default))
         except ExportError as e:  # any limit: a shallower pipeline may still fit
             error = e
             say(k)
