@@ -182,8 +182,8 @@ def round_chunks(schedule: Schedule, units: int) -> Schedule:
     >>> ts = (Transfer(0, 0, 1, 0, "reduce"), Transfer(1, 0, 1, 1, "reduce"),
     ...       Transfer(2, 1, 0, 0, "copy", deps=(0,)), Transfer(3, 1, 0, 1, "copy", deps=(1,)))
     >>> s = Schedule("x", 2, Fraction(6), chunks_from_sizes([Fraction(1, 3), Fraction(2, 3)]), ts)
-    >>> [(c.offset, c.size) for c in round_chunks(s, 4).chunks]
-    [(Fraction(0, 1), Fraction(1, 4)), (Fraction(1, 4), Fraction(3, 4))]
+    >>> tuple(str(c.size) for c in round_chunks(s, 4).chunks)
+    ('1/4', '3/4')
     """
     from resilientcc.schedules import executor
 
