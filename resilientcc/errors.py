@@ -55,4 +55,13 @@ class ExportError(ResilientCCError):
 class TooFineError(ExportError):
     """A schedule cut too fine for the MSCCL executor: a threadblock with more steps, or
     more equal chunks per loop, than it runs (fewer pieces may fit:
-    :func:`~resilientcc.schedules.msccl.fit_msccl`)."""
+    :func:`~resilientcc.schedules.msccl.fit_msccl`).
+
+    Attributes:
+        excess: how many times the limit the schedule needs (its busiest threadblock's
+            steps over the executor's), where known; ``None`` otherwise.
+    """
+
+    def __init__(self, message: str, excess: float | None = None) -> None:
+        super().__init__(message)
+        self.excess = excess

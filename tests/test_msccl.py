@@ -261,6 +261,25 @@ def test_fit_takes_the_most_pieces_that_fit():
     assert from_msccl_xml(fit.xml) == fit.schedule
 
 
+def test_fit_guesses_the_depth_from_the_steps():
+    """The search scales each next depth by how far the last export's busiest threadblock
+    was over or under the executor's limit: a handful of generations instead of halving
+    from the default and bisecting (2 × 8 GPUs, 4 NICs lost: 64 → 16 pieces)."""
+    topo = fail_nics(hierarchical(2, 8), 0, 4)
+    made: list[int | None] = []
+
+    def make(k: int | None) -> Schedule:
+        made.append(k)
+        return optcc(topo, M, pieces=k)
+
+    fit = fit_msccl(make)
+    assert fit.pieces is not None and made[0] is None
+    assert len(made) <= 4, made  # halving and bisecting took 7
+    with pytest.raises(TooFineError) as info:
+        to_msccl_xml(optcc(topo, M))
+    assert info.value.excess is not None and info.value.excess > 1
+
+
 def test_fit_keeps_what_fits_and_refuses_what_has_no_depth(schedules):
     ring_fit = fit_msccl(lambda k: schedules["ring"])
     assert ring_fit.pieces is None and ring_fit.schedule is schedules["ring"]

@@ -257,6 +257,15 @@ def round_for_msccl(
     return rounded, ChunkRounding(units, exact, change)
 
 
+def _too_many_steps(g: int, tb: int, needed: float, lim: MscclLimits) -> None:
+    raise TooFineError(
+        f"MSCCL export: GPU {g} threadblock {tb} needs about {math.ceil(needed)} steps, more "
+        f"than {lim.max_steps_per_tb} (the executor's limit): the schedule has too many "
+        "transfers on one connection",
+        excess=needed / lim.max_steps_per_tb,
+    )
+
+
 def _units(schedule: Schedule, limits: MscclLimits) -> int:
     den = 1
     for c in schedule.chunks:
@@ -295,6 +304,13 @@ def to_msccl_xml(
         >>> xml.splitlines()[0][:40]
         '<algo name="pair" proto="Simple" nchanne'
     """
+    return _export_xml(schedule, limits, proto, roundtrip)[0]
+
+
+def _export_xml(
+    schedule: Schedule, limits: MscclLimits | None, proto: str, roundtrip: bool
+) -> tuple[str, int]:
+    """:func:`to_msccl_xml`, and the steps of its busiest threadblock."""
     lim = limits or MscclLimits()
     if schedule.collective != "allreduce":
         raise ExportError(f"MSCCL export: only allreduce is supported, not {schedule.collective!r}")
@@ -350,6 +366,15 @@ def to_msccl_xml(
     first_step: dict[tuple[int, str], tuple[int, int, int]] = {}  # -> (gpu, tb, index)
     last_step: dict[tuple[int, str], tuple[int, int, int]] = {}
     hasdep: set[tuple[int, int, int]] = set()
+    # transfer sides (a send or a receive: one step or more each) per threadblock, and
+    # how many of them are written so far
+    sides = {key: 0 for key in tb_meta}
+    for key in step_owner.values():
+        sides[key] += 1
+    seen = dict.fromkeys(tb_meta, 0)
+    g, tb = max(sides, key=sides.__getitem__, default=(0, 0))
+    if sides.get((g, tb), 0) > lim.max_steps_per_tb:
+        _too_many_steps(g, tb, sides[(g, tb)], lim)
     for tid, side in ((t.id, side) for t in written for side in (0, 1)):
         t = by_id[tid]
         kind = "s" if side == 0 else "r"
@@ -405,12 +430,10 @@ def to_msccl_xml(
             if k == 0:
                 first_step[(tid, kind)] = (g, tb, len(lst) - 1)
         last_step[(tid, kind)] = (g, tb, len(lst) - 1)
+        seen[(g, tb)] += 1
         if len(lst) > lim.max_steps_per_tb:
-            raise TooFineError(
-                f"MSCCL export: GPU {g} threadblock {tb} needs more than "
-                f"{lim.max_steps_per_tb} steps (the executor's limit): the schedule has too "
-                "many transfers on one connection"
-            )
+            # its steps so far, scaled to all its transfers: about what it would need
+            _too_many_steps(g, tb, len(lst) * sides[(g, tb)] / seen[(g, tb)], lim)
     algo = ET.Element(
         "algo",
         {
@@ -476,7 +499,8 @@ def to_msccl_xml(
                 ordered.update({k: v for k, v in attrs.items() if k not in ordered})
                 ET.SubElement(tbe, "step", ordered)
     ET.indent(algo, space="  ")
-    return ET.tostring(algo, encoding="unicode") + "\n"
+    busiest = max((len(lst) for lst in steps.values()), default=0)
+    return ET.tostring(algo, encoding="unicode") + "\n", busiest
 
 
 def _fifo_topological(
@@ -854,9 +878,12 @@ def fit_msccl(
     equal chunks per loop), export ``make(k)`` for the most pieces ``k`` below the
     default that fit.
 
-    ``k`` is found by halving from the default until one fits, then bisecting between
-    that and the last that did not (a threadblock's steps grow with the pieces; in the
-    search any :class:`~resilientcc.errors.ExportError` counts as not fitting). The
+    ``k`` is searched between the deepest depth found to fit and the shallowest found
+    not to: each next depth is scaled from the last one tried by how far its busiest
+    threadblock was over the limit (:attr:`~resilientcc.errors.TooFineError.excess`) or
+    under it (a threadblock's steps grow about linearly with the pieces), the midpoint
+    where that guess was tried already or is unknown (in the search any
+    :class:`~resilientcc.errors.ExportError` counts as not fitting). The
     default depth is read from the schedule's ``pieces`` metadata; a schedule without it
     is exported as it is, or its :class:`~resilientcc.errors.TooFineError` raised.
     Each candidate is exported whole, so the one returned honours every limit. Splits
@@ -874,9 +901,14 @@ def fit_msccl(
         (64, 16)
     """
 
+    lim = limits or MscclLimits()
+    fill: dict[int, float] = {}  # a fitting depth's busiest threadblock, over the limit
+
     def export(sched: Schedule, k: int | None, default: int | None) -> MscclFit:
-        sched, rounding = round_for_msccl(sched, limits)
-        return MscclFit(sched, to_msccl_xml(sched, limits=limits), k, default, rounding)
+        sched, rounding = round_for_msccl(sched, lim)
+        xml, busiest = _export_xml(sched, lim, "Simple", True)
+        fill[k or 0] = busiest / lim.max_steps_per_tb
+        return MscclFit(sched, xml, k, default, rounding)
 
     first = make(None)
     try:
@@ -902,22 +934,27 @@ def fit_msccl(
             say(k)
             return None
 
-    bad, best = int(default), None
-    while best is None and bad > 1:
-        k = bad // 2
-        best = attempt(k)
-        if best is None:
+    # the deepest k that fits lies in (good, bad]: guess it from the last export (steps
+    # grow about linearly with the pieces, plus a part that does not), else bisect
+    good, bad = 0, int(default)
+    best: MscclFit | None = None
+    tried: set[int] = set()
+    guess = bad // 2
+    while bad - good > 1:
+        k = min(bad - 1, max(good + 1, guess))
+        if k in tried:
+            k = (good + bad) // 2
+        tried.add(k)
+        found = attempt(k)
+        if found is None:
             bad = k
+            excess = error.excess if isinstance(error, TooFineError) else None
+            guess = math.floor(k / excess) if excess else (good + bad) // 2
+        else:
+            best, good = found, k
+            guess = math.floor(k / fill[k]) if fill[k] > 0 else bad - 1
     if best is None:
         raise type(error)(f"{error} (with 1 piece)") from None
-    good = best.pieces or 1
-    while bad - good > 1:
-        mid = (good + bad) // 2
-        found = attempt(mid)
-        if found is None:
-            bad = mid
-        else:
-            best, good = found, mid
     return best
 
 
