@@ -921,7 +921,11 @@ def fit_msccl(
 
     def say(k: int) -> None:
         if progress is not None:
-            progress(f"{k} piece{'s' if k > 1 else ''}: does not fit")
+            why = ""
+            if isinstance(error, TooFineError) and error.excess is not None:
+                steps = math.ceil(error.excess * lim.max_steps_per_tb)
+                why = f" (a threadblock needs about {steps} steps, the executor runs {lim.max_steps_per_tb})"
+            progress(f"{k} piece{'s' if k > 1 else ''}: does not fit{why}")
 
     say(int(default))
 
