@@ -7,6 +7,7 @@ import types
 from fractions import Fraction
 
 import pytest
+from msccl_interp import run_msccl
 from typer.testing import CliRunner
 
 from resilientcc import report as report_lib
@@ -65,6 +66,24 @@ def test_synth_msccl_fits_the_pipeline_depth(tmp_path):
     r = run(*args, "-O", "pieces=64")
     assert r.exit_code == 2 and "steps, more than 256" in r.stderr
     assert not xml.exists()
+
+
+def test_synth_msccl_rounds_splits_too_fine(tmp_path):
+    """Balance with one NIC at 0.3713 of its bandwidth splits the buffer into chunks whose
+    common denominator is far beyond the executor's 65,536 chunks per loop: rcc synth
+    rounds them, says by how much, and the program still runs as an AllReduce."""
+    xml = tmp_path / "b.xml"
+    r = run(
+        "synth", "balance", "-n", "3", "-g", "4", "--fail", "0:nic1x0.3713",
+        "-f", "msccl-xml", "-o", str(xml),
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "chunk splits rounded to 1/" in r.stderr and "of a chunk" in r.stderr
+    s = load_msccl(xml)
+    units = s.meta_get("chunks_rounded_to")
+    assert units is not None and all((c.size * int(units)).denominator == 1 for c in s.chunks)
+    out = run_msccl(xml.read_text())
+    assert not out.deadlocked and out.allreduce
 
 
 @pytest.mark.parametrize(
