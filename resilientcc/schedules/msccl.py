@@ -15,8 +15,8 @@ Mapping:
   exact :class:`~fractions.Fraction` chunks become whole runs of those: ``L`` = the least
   common multiple of the denominators of every chunk offset and size, so chunk ``c``
   covers ``[offset·L, (offset+size)·L)``; where ``L`` exceeds the executor's chunks per
-  loop, :func:`round_for_msccl` rounds the splits first. A run longer than the executor's ``count``
-  limit is sent as several consecutive steps.
+  loop, :func:`round_for_msccl` rounds the splits first. A run longer than the
+  executor's ``count`` limit is sent as several consecutive steps.
 * **Transfers.** Each transfer becomes a send step (``type="s"``) on its source GPU and a
   receive step on its destination GPU: ``"r"`` for a copy, ``"rrc"`` (receive, reduce,
   copy) for a reduction.
@@ -28,8 +28,8 @@ Mapping:
 * **Dependencies.** MSCCL steps depend on one step of another threadblock of the same
   GPU (``depid``/``deps``); a dependency is kept when the two transfers share a GPU,
   only the latest step of each threadblock waited for (a threadblock runs its steps in
-  order), and the extra ones become ``nop`` steps. Dependencies between transfers on disjoint GPUs are
-  implied transitively in the schedules resilientcc generates.
+  order), and the extra ones become ``nop`` steps. Dependencies between transfers on
+  disjoint GPUs are implied transitively in the schedules resilientcc generates.
 * **Round trip.** Attributes prefixed ``rcc_`` (ignored by the executor) carry what MSCCL
   cannot express (transfer ids, all deps, the exact size, the topology fingerprint and
   the metadata), so :func:`from_msccl_xml` rebuilds an identical :class:`Schedule`.
@@ -273,8 +273,8 @@ def _units(schedule: Schedule, limits: MscclLimits) -> int:
         if den > limits.max_chunks_per_loop:
             raise TooFineError(
                 f"MSCCL export: the chunk sizes need more than {limits.max_chunks_per_loop} "
-                "equal MSCCL chunks (least common multiple of their denominators); use a "
-                "schedule with simpler splits"
+                "equal MSCCL chunks (least common multiple of their denominators); round "
+                "them first (round_for_msccl; rcc synth does)"
             )
     return den
 
@@ -900,7 +900,6 @@ def fit_msccl(
         >>> fit.default_pieces, fit.pieces
         (64, 16)
     """
-
     lim = limits or MscclLimits()
     fill: dict[int, float] = {}  # a fitting depth's busiest threadblock, over the limit
 
