@@ -267,15 +267,13 @@ def _too_many_steps(g: int, tb: int, needed: float, lim: MscclLimits) -> None:
 
 
 def _units(schedule: Schedule, limits: MscclLimits) -> int:
-    den = 1
-    for c in schedule.chunks:
-        den = math.lcm(den, c.offset.denominator, c.size.denominator)
-        if den > limits.max_chunks_per_loop:
-            raise TooFineError(
-                f"MSCCL export: the chunk sizes need more than {limits.max_chunks_per_loop} "
-                "equal MSCCL chunks (least common multiple of their denominators); round "
-                "them first (round_for_msccl; rcc synth does)"
-            )
+    den = exact_units(schedule)
+    if den > limits.max_chunks_per_loop:
+        raise TooFineError(
+            f"MSCCL export: the chunk sizes need more than {limits.max_chunks_per_loop} "
+            "equal MSCCL chunks (least common multiple of their denominators); round "
+            "them first (round_for_msccl; rcc synth does)"
+        )
     return den
 
 
@@ -771,22 +769,14 @@ def _foreign(algo: ET.Element, ngpus: int, big_l: int, where: str) -> Schedule:
     pos: dict[Key, int] = {}
     order_of: dict[int, list[Key]] = {}
     for g, keys in by_gpu.items():
-        unmet = {k: len(waits[k]) for k in keys}
-        after: dict[Key, list[Key]] = {k: [] for k in keys}
-        for k in keys:
-            for wk in waits[k]:
-                after[wk].append(k)
-        free = sorted(k for k in keys if unmet[k] == 0)
-        seq: list[Key] = []
-        while free:
-            k = free.pop()
-            seq.append(k)
-            for nk in after[k]:
-                unmet[nk] -= 1
-                if unmet[nk] == 0:
-                    free.append(nk)
-        if len(seq) != len(keys):
+        index = {k: i for i, k in enumerate(keys)}
+        # every step its own "connection": the order of the waits alone
+        topo = _fifo_topological(
+            [(k, [index[wk] for wk in waits[k]]) for k in keys], range(len(keys))
+        )
+        if len(topo) != len(keys):
             raise ScheduleError(f"{where}: gpu {g}: its steps wait for each other in a cycle")
+        seq = [keys[i] for i in topo]
         order_of[g] = seq
         for i, k in enumerate(seq):
             pos[k] = i
@@ -901,12 +891,13 @@ def fit_msccl(
         (64, 16)
     """
     lim = limits or MscclLimits()
-    fill: dict[int, float] = {}  # a fitting depth's busiest threadblock, over the limit
+    fill = 0.0  # the last export's busiest threadblock, over the limit
 
     def export(sched: Schedule, k: int | None, default: int | None) -> MscclFit:
+        nonlocal fill
         sched, rounding = round_for_msccl(sched, lim)
         xml, busiest = _export_xml(sched, lim, "Simple", True)
-        fill[k or 0] = busiest / lim.max_steps_per_tb
+        fill = busiest / lim.max_steps_per_tb
         return MscclFit(sched, xml, k, default, rounding)
 
     first = make(None)
@@ -955,7 +946,7 @@ def fit_msccl(
             guess = math.floor(k / excess) if excess else (good + bad) // 2
         else:
             best, good = found, k
-            guess = math.floor(k / fill[k]) if fill[k] > 0 else bad - 1
+            guess = math.floor(k / fill) if fill > 0 else bad - 1
     if best is None:
         raise type(error)(f"{error} (with 1 piece)") from None
     return best
