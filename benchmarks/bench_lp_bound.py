@@ -7,7 +7,7 @@ Prints a table (median of ``--repeat`` runs, wall seconds) for:
 * ``contracted``: the LP with server islands contracted (a relaxation), no check;
 * ``contracted+cert``: contracted, then the lifted solution checked on the full graph;
 * ``auto``: what ``lower_bound(topo, size)`` does (contracts above
-  ``resilientcc.bounds.lp.CONTRACT_ABOVE`` vertices, certifies up to ``CERTIFY_UP_TO``).
+  ``resilientcc.bounds.search.CONTRACT_ABOVE`` vertices, certifies up to ``CERTIFY_UP_TO``).
 
 Server 0 loses 4 of its 8 NICs; 1 GiB. No assertion: timing lives here, not in tests.
 """

@@ -452,3 +452,53 @@ def test_interpreter_tells_chunks_with_equal_contributions_apart():
     sends[1].set("srcoff", a or "")
     out = run_msccl(ET.tostring(root, encoding="unicode"))
     assert not out.deadlocked and not out.allreduce
+
+
+def _ancestors(deps: list[set[int]]) -> list[set[int]]:
+    """Each node's ancestors by a search from it (deps point to earlier indices)."""
+    out = []
+    for i in range(len(deps)):
+        seen: set[int] = set()
+        todo = list(deps[i])
+        while todo:
+            d = todo.pop()
+            if d not in seen:
+                seen.add(d)
+                todo.extend(deps[d])
+        out.append(seen)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(hs.data())
+def test_implied_dependencies_dropped_keep_the_order(data):
+    """The foreign import's transitive reduction keeps what happens before what, and
+    leaves no dependency that another one implies."""
+    from resilientcc.schedules.msccl import _drop_implied
+
+    n = data.draw(hs.integers(1, 14))
+    deps = [data.draw(hs.sets(hs.integers(0, i - 1), max_size=i)) if i else set() for i in range(n)]
+    # a topological order other than the identity: by depth, later indices first
+    depth = [0] * n
+    for i in range(n):
+        depth[i] = 1 + max((depth[d] for d in deps[i]), default=0)
+    order = sorted(range(n), key=lambda i: (depth[i], -i))
+    reduced = [set(d) for d in deps]
+    _drop_implied(reduced, order)
+    assert _ancestors(reduced) == _ancestors(deps)
+    for i, ds in enumerate(reduced):
+        assert ds <= deps[i]
+        anc = _ancestors(reduced)
+        for d in ds:
+            assert not any(d in anc[e] for e in ds if e != d), (i, d, ds)
+
+
+def test_foreign_import_keeps_only_direct_dependencies(schedules):
+    """On an exported OptCC program the imported dependencies are transitively reduced
+    (none implied by another), and the program still proves (test above)."""
+    program = from_msccl_xml(to_msccl_xml(schedules["optcc"], roundtrip=False))
+    deps = [set(t.deps) for t in program.transfers]
+    anc = _ancestors(deps)
+    for ds in deps:
+        for d in ds:
+            assert not any(d in anc[e] for e in ds if e != d)

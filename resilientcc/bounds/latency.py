@@ -232,7 +232,7 @@ def latency_lower_bound(
     """
     import numpy as np
 
-    from resilientcc.bounds.lp import _bound_graph, _initial_pool
+    from resilientcc.bounds.search import initial_pool, search_graph
     from resilientcc.bounds.separation import best_cut, partition_candidates
 
     start = time.perf_counter()
@@ -244,7 +244,7 @@ def latency_lower_bound(
         raise BoundError(f"base latency: must be at least 0, got {base_latency!r}")
     if topology.num_ranks < 2:
         raise BoundError("latency bound: needs at least two GPUs")
-    g, contract, extra = _bound_graph(topology, contract)
+    g, contract, extra = search_graph(topology, contract)
     floor = route_latency_floor(topology)
     lam = [floor[j] for j in g.origin]  # each link's λ_e, from the topology link it stands for
     lam_f = np.array([float(x) for x in lam])
@@ -256,7 +256,7 @@ def latency_lower_bound(
             raise BoundError(f"latency bound: constraint without capacity: {c.description}")
         return t
 
-    pool = {(c.kind, c.links): (c, timed(c)) for c in _initial_pool(g)}
+    pool = {(c.kind, c.links): (c, timed(c)) for c in initial_pool(g)}
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007
         t_now = max(t for _, t in pool.values())

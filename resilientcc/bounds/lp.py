@@ -34,14 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from resilientcc.bounds.graph import BoundGraph, contract_islands, from_topology, island_map
+from resilientcc.bounds.graph import BoundGraph, from_topology
 from resilientcc.bounds.result import BoundConstraint, BoundResult
-from resilientcc.bounds.separation import (
-    best_cut,
-    cut_constraint,
-    partition_candidates,
-    partition_labelings,
-)
+from resilientcc.bounds.search import CONTRACT_ABOVE, initial_pool, lifted_labelings, search_graph
+from resilientcc.bounds.separation import best_cut, partition_candidates
 from resilientcc.errors import BoundError
 from resilientcc.topology.model import Topology
 from resilientcc.units import as_fraction
@@ -55,8 +51,6 @@ __all__ = [
     "solve_lp",
 ]
 
-#: ``contract=None`` contracts server islands when the graph has more vertices than this
-CONTRACT_ABOVE = 500
 #: a contracted LP is checked on the original graph when it has at most this many vertices
 CERTIFY_UP_TO = 4000
 
@@ -113,54 +107,6 @@ def solve_lp(g: BoundGraph, pool: list[BoundConstraint]) -> tuple[float, list[fl
     return float(t.value), duals
 
 
-def _initial_pool(g: BoundGraph) -> list[BoundConstraint]:
-    """The tightest single-GPU-vertex cuts (one sending, one receiving)."""
-    out_cap = dict.fromkeys(g.gpu_vertices, Fraction(0))
-    in_cap = dict.fromkeys(g.gpu_vertices, Fraction(0))
-    for e in range(g.m):
-        if g.src[e] in out_cap and g.dst[e] != g.src[e]:
-            out_cap[g.src[e]] += g.cap[e]
-        if g.dst[e] in in_cap:
-            in_cap[g.dst[e]] += g.cap[e]
-    v_out = min(out_cap, key=lambda v: out_cap[v])
-    v_in = min(in_cap, key=lambda v: in_cap[v])
-    pool = [cut_constraint(g, {v_out}), cut_constraint(g, set(range(g.n)) - {v_in})]
-    return [c for c in pool if c.capacity > 0]
-
-
-def _bound_graph(
-    topology: Topology, contract: bool | None
-) -> tuple[BoundGraph, bool, list[tuple[list[int], str | None]] | None]:
-    """The graph the LP runs on, whether it is contracted, and the lifted partitions
-    that start the search on the full graph.
-
-    ``contract`` ``None``: contract the NVLink islands above :data:`CONTRACT_ABOVE`
-    vertices; a contraction left with fewer than two GPU vertices falls back to the full
-    graph. Shared by :func:`lp_bound` and the latency bound, so both search the same graph.
-    """
-    full_n = sum(1 for nd in topology.nodes if not nd.failed)
-    if contract is None:
-        contract = full_n > CONTRACT_ABOVE and any(nd.server is not None for nd in topology.nodes)
-    g = contract_islands(topology) if contract else from_topology(topology)
-    if contract and len(g.gpu_vertices) < 2:
-        g, contract = from_topology(topology), False
-    extra = None if contract or len(topology.servers) < 2 else _lifted_labelings(topology)
-    return g, contract, extra
-
-
-def _lifted_labelings(topo: Topology) -> list[tuple[list[int], str | None]]:
-    """Partitions found on the contracted graph, lifted to the original vertices (each
-    constraint of the contracted graph is one of the original graph)."""
-    gc = contract_islands(topo)
-    if len(gc.gpu_vertices) < 2:
-        return []
-    vmap = island_map(topo)
-    out: list[tuple[list[int], str | None]] = []
-    for lab, d in partition_labelings(gc, gc.cap_float()):
-        out.append(([lab[vmap[v]] for v in range(len(vmap))], d))
-    return out
-
-
 def _run(
     g: BoundGraph,
     *,
@@ -170,7 +116,7 @@ def _run(
 ) -> tuple[float, list[BoundConstraint], list[float], int, str]:
     """Cut generation on ``g``; returns (T scaled, pool, duals, iterations, partition mode)."""
     cmax = g.cap_max()
-    pool = _initial_pool(g)
+    pool = initial_pool(g)
     keys = {(c.kind, c.links) for c in pool}
     int_w, _ = g.int_caps()
     capf = g.cap_float()
@@ -392,7 +338,7 @@ def _lp_unit(
         return BoundResult(
             Fraction(0), "lp", "a single GPU needs no communication", m, bref, Fraction(0)
         )
-    g, contract, extra = _bound_graph(topology, contract)
+    g, contract, extra = search_graph(topology, contract)
     full_n = sum(1 for nd in topology.nodes if not nd.failed)
     t_val, pool, duals, iters, mode = _run(
         g, max_iter=max_iter, exact_partitions=exact_partitions, extra=extra
@@ -421,7 +367,7 @@ def _lp_unit(
                     g,
                     max_iter=max_iter,
                     exact_partitions=exact_partitions,
-                    extra=_lifted_labelings(topology),
+                    extra=lifted_labelings(topology),
                 )
         else:
             notes.append(

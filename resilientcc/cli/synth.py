@@ -147,13 +147,11 @@ def synth(
 
 
 def _say_rounding(rounding: ChunkRounding | None) -> None:
-    from resilientcc.schedules.msccl import MscclLimits
-
     if rounding is not None:
         typer.echo(
             f"MSCCL export: chunk splits rounded to 1/{rounding.units} of the buffer (exact "
             f"splits need {rounding.exact_units} equal chunks, the executor runs at most "
-            f"{MscclLimits().max_chunks_per_loop}); the largest change is "
+            f"{rounding.limit}); the largest change is "
             f"{float(rounding.max_change):.1%} of a chunk",
             err=True,
         )

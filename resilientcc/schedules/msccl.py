@@ -150,11 +150,14 @@ class ChunkRounding:
         exact_units: what the exact splits would need (the least common multiple of the
             chunks' denominators).
         max_change: the largest change of a chunk's size, as a fraction of that size.
+        limit: the executor's chunks per loop it was rounded for
+            (:attr:`MscclLimits.max_chunks_per_loop`).
     """
 
     units: int
     exact_units: int
     max_change: Fraction
+    limit: int
 
 
 def exact_units(schedule: Schedule) -> int:
@@ -254,7 +257,7 @@ def round_for_msccl(
         abs(new.size - old.size) / old.size
         for old, new in zip(schedule.chunks, rounded.chunks, strict=True)
     )
-    return rounded, ChunkRounding(units, exact, change)
+    return rounded, ChunkRounding(units, exact, change, lim.max_chunks_per_loop)
 
 
 def _too_many_steps(g: int, tb: int, needed: float, lim: MscclLimits) -> None:
@@ -331,7 +334,6 @@ def _export_xml(
     # threadblocks: pair one send peer with one recv peer per (gpu, channel)
     tbs: dict[int, list[tuple[int, int, int]]] = {g: [] for g in range(schedule.ranks)}
     step_owner: dict[tuple[int, str], tuple[int, int]] = {}  # (tid, "s"/"r") -> (gpu, tb)
-    tb_ids: list[list[int]] = []  # ordered transfer-step keys per (gpu, tb)
     tb_meta: dict[tuple[int, int], tuple[int, int, int]] = {}
     for g in range(schedule.ranks):
         for ch in channels:
@@ -353,7 +355,6 @@ def _export_xml(
                     step_owner[(tid, "s")] = (g, tb)
                 for tid in rids:
                     step_owner[(tid, "r")] = (g, tb)
-    del tb_ids
 
     def units_of(t: Transfer) -> tuple[int, int]:
         first, last = schedule.chunks[t.chunk], schedule.chunks[t.chunk + t.count - 1]
@@ -698,8 +699,8 @@ def _foreign(algo: ET.Element, ngpus: int, big_l: int, where: str) -> Schedule:
     everything those wait for. A transfer depends on every transfer with an earlier step
     on the same GPU that touches the same chunks in an order that matters: before its
     send, a receive of them; before its receive, a send (a read) or a receive (a write)
-    of them. Ids follow a topological order of the dependencies and the connections'
-    order.
+    of them; a dependency another one implies is dropped. Ids follow a topological order
+    of the dependencies and the connections' order.
     """
     from resilientcc.schedules.ir import uniform_chunks
 
@@ -818,6 +819,7 @@ def _foreign(algo: ET.Element, ngpus: int, big_l: int, where: str) -> Schedule:
             f"{where}: the steps' waits and the connections' order form a cycle (a chunk "
             "exchanged both ways at once cannot be expressed as whole transfers)"
         )
+    _drop_implied(deps, order)
     new_id = {old: new for new, old in enumerate(order)}
     out = []
     for i in order:
@@ -842,6 +844,23 @@ def _foreign(algo: ET.Element, ngpus: int, big_l: int, where: str) -> Schedule:
         return sched.check_structure()
     except ScheduleError as e:
         raise ScheduleError(f"{where}: {e}") from None
+
+
+def _drop_implied(deps: list[set[int]], order: Sequence[int]) -> None:
+    """Remove, in place, each dependency that another dependency of the same transfer
+    already implies (a transitive reduction; ``order`` is a topological order of ``deps``).
+    What happens before what is unchanged, and checks of the program need fewer edges."""
+    before: dict[int, int] = {}  # each transfer's ancestors, as a bit set
+    for i in order:
+        implied = 0
+        for d in deps[i]:
+            implied |= before[d]
+        if implied:
+            deps[i] = {d for d in deps[i] if not (implied >> d) & 1}
+        bits = implied
+        for d in deps[i]:
+            bits |= 1 << d
+        before[i] = bits
 
 
 @dataclass(frozen=True)
