@@ -95,12 +95,16 @@ def test_is_an_allreduce(
     flat_last: int | None,
 ) -> None:
     """Every rank ends with every contribution exactly once (the exact executor), any
-    failure, rings one way or both, all-gathers in rings or flat."""
+    failure of one server or of several alike, rings one way or both, all-gathers in
+    rings or flat."""
     lost = data.draw(st.integers(0, gpus - 1), label="lost")
-    straggler = data.draw(st.integers(0, servers - 1), label="straggler")
+    slow = data.draw(
+        st.sets(st.integers(0, servers - 1), min_size=1, max_size=servers - 2), label="degraded"
+    )
     topo = hierarchical(servers, gpus)
     if lost:
-        topo = fail_nics(topo, straggler, lost)
+        for straggler in sorted(slow):
+            topo = fail_nics(topo, straggler, lost)
     sched = _build(topo, pieces, window, check=False, two_way=two_way, flat_last=flat_last)
     executor.check(sched)
 
@@ -581,9 +585,10 @@ def test_optcc_chooses_the_hierarchical_ring_above_eight_servers() -> None:
         slow = scale_server_nics(hierarchical(servers, 2), 0, Fraction(7, 8))
         assert optcc(slow, M, pieces=1, check=False).meta_get("variant").startswith(variant)
     assert optcc(slow, M, weighted_ring=True).meta_get("variant") == "weighted ring"
-    # two degraded servers: neither
+    # two degraded servers alike that own nothing (1 of 2 NICs lost): the ring too, both
+    # decoupled (test_hier_pipeline.test_choice_of_variant has the rule's other sides)
     two = fail_nics(fail_nics(hierarchical(n, 2), 0, 1), 1, 1)
-    assert optcc(two, M, pieces=1, check=False).meta_get("variant") != "hierarchical ring"
+    assert optcc(two, M, pieces=1, check=False).meta_get("variant") == "hierarchical ring"
     # up to eight servers: the pipelined schedule where the straggler owns a share
     # (β = 3/4 > β* = 3/5 on 4 servers), the hierarchical ring where it owns nothing
     small = fail_nics(hierarchical(4, 4), 0, 1)
@@ -611,9 +616,12 @@ def test_bad_hier_ring_options(kwargs, match) -> None:
 
 
 def test_hier_ring_asked_where_it_cannot_run() -> None:
-    two = fail_nics(fail_nics(hierarchical(4, 4), 0, 2), 1, 1)
-    with pytest.raises(ScheduleError, match="one degraded server at most"):
+    # NIC 0 lost on one server, NIC 3 on another: too unlike to be seen alike
+    two = fail_nics(fail_nics(hierarchical(4, 4), 0, [0]), 1, [3])
+    with pytest.raises(ScheduleError, match="degraded servers' NICs alike"):
         optcc(two, M, hier_ring=True)
+    with pytest.raises(ScheduleError, match="two healthy servers"):
+        optcc(fail_nics(fail_nics(hierarchical(3, 4), 0, 1), 1, 1), M, hier_ring=True)
     with pytest.raises(ScheduleError, match="two healthy servers"):
         optcc(fail_nics(hierarchical(2, 4), 0, 1), M, hier_ring=True)
 
@@ -784,5 +792,64 @@ def test_last_pieces_both_ways_are_proved() -> None:
     topo = fail_nics(hierarchical(4, 2), 0, 1)
     s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=2)
     assert s.meta_get("two_way_last") == "4" and s.meta_get("two_way_first") == "2"
+    r = verify(s)
+    assert r.verdict == PROVED, str(r)
+
+
+@pytest.mark.parametrize(
+    ("servers", "gpus", "lost", "slow"),
+    [(4, 4, 1, 2), (5, 8, 2, 2), (6, 8, 4, 3), (6, 4, 3, 2), (9, 8, 2, 2)],
+)
+def test_bytes_decouple_several_degraded_servers(
+    servers: int, gpus: int, lost: int, slow: int
+) -> None:
+    """With ``D`` degraded servers alike, each is decoupled: a healthy server moves
+    ``(2(N_h − 1) + D)/N_h · M`` each way (its rings, and each degraded server's partial in
+    and result out of the shards it owns), a degraded one ``M`` over its alive NICs alike,
+    and its dead ones nothing. Every healthy alive-rail NIC carries the same (and the dead
+    rails' alike)."""
+    topo = hierarchical(servers, gpus)
+    for x in range(slow):
+        topo = fail_nics(topo, x, lost)
+    sched = _build(topo, 2, check=False, sliver=0)
+    executor.check(sched)
+    out, inn = _net_bytes(sched, gpus)
+    nh, a = servers - slow, gpus - lost
+    healthy = Fraction(2 * (nh - 1) + slow, nh)
+    for tally in (out, inn):
+        for srv in range(slow, servers):
+            assert sum(v for (x, _), v in tally.items() if x == srv) == healthy
+            assert len({tally[srv, c] for c in range(lost, gpus)}) == 1
+            assert len({tally[srv, c] for c in range(lost)}) <= 1
+        for srv in range(slow):
+            assert all(tally[srv, c] == 0 for c in range(lost))
+            assert {tally[srv, c] for c in range(lost, gpus)} == {Fraction(1, a)}
+
+
+def test_several_degraded_servers_stage_on_gpus_of_their_own() -> None:
+    """Each degraded server's partial of a shard lands on its own staging GPU, the
+    owner's first, second, ... successor in the NVLink ring; a server has one GPU fewer
+    than it has staging places for."""
+    topo = fail_nics(fail_nics(hierarchical(5, 4), 0, 1), 1, 1)
+    rings = nvlink_rings(server_view(topo))
+    sched = _build(topo, 1)
+    folds = [t for t in sched.transfers if t.channel == STAGE_CHANNEL and t.src // 4 == t.dst // 4]
+    by_owner: dict[tuple[int, int], set[int]] = {}
+    for t in folds:
+        by_owner.setdefault((t.dst, t.chunk), set()).add(t.src)
+    assert by_owner and all(len(v) == 2 for v in by_owner.values())
+    for (owner, _chunk), stages in by_owner.items():
+        ring = rings[owner // 4]
+        assert stages == {staging_gpu(ring, owner, 0), staging_gpu(ring, owner, 1)}
+    with pytest.raises(ScheduleError, match="no staging GPU 3"):
+        staging_gpu([0, 1, 2, 3], 0, 3)
+
+
+def test_several_degraded_servers_are_proved() -> None:
+    """Z3 proves the hierarchical ring around two degraded servers lossless, race-free and
+    deadlock-free (4 × 4 GPUs, one NIC lost on each)."""
+    topo = fail_nics(fail_nics(hierarchical(4, 4), 0, 1), 1, 1)
+    s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=2)
+    assert s.meta_get("variant") == "hierarchical ring"
     r = verify(s)
     assert r.verdict == PROVED, str(r)

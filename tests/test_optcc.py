@@ -326,6 +326,11 @@ VARIANT_TABLE = [
     (6, 8, "0:2", "hierarchical ring"),
     (4, 8, "0:4", "hierarchical ring"),
     (9, 8, "0:1+1:1", "pipelined hierarchical"),
+    (4, 8, "0:4+1:4", "pipelined hierarchical"),
+    (6, 8, "0:4+1:4", "hierarchical ring"),
+    (12, 8, "0:1+1:1", "pipelined hierarchical"),
+    (12, 8, "0:2+1:2", "hierarchical ring"),
+    (16, 8, "0:1+1:1", "hierarchical ring"),
     (9, 5, "0:1", "weighted ring"),
     (4, 4, "0:1", "rings + decoupled direct"),
     (4, 4, "0:2", "direct"),
@@ -340,3 +345,31 @@ def test_the_documented_variant_runs_by_default(servers, nics, fail, variant):
     if fail != "none":
         topo = apply_fail_specs(topo, fail.split("+"))
     assert optcc(topo, Fraction(2**23), check=False).meta_get("variant") == variant
+
+
+@pytest.mark.parametrize(("servers", "lost"), [(4, 4), (3, 2), (5, 6), (2, 2)])
+def test_a_lone_healthy_server_uses_only_the_rails_alive_elsewhere(servers, lost):
+    """Every server but one lost the same NICs: on a rail-only fabric the healthy one's
+    NICs on those rails reach no one, so OptCC sees it with the others' alive rails and
+    shares every piece equally; its byte floor is then the bound (the water-filling on
+    its full bandwidth gave it 7/10 of every piece with 4 of 8 lost on 4 servers, a byte
+    floor 1.6 × the bound). On a switch fabric its NICs all reach the others and it stays
+    healthy, owning the larger share."""
+    from resilientcc.bounds import lower_bound
+    from resilientcc.sim import byte_floor
+
+    specs = [f"{s}:{lost}" for s in range(servers - 1)]
+    size = Fraction(2**24)
+    topo = apply_fail_specs(hierarchical(servers, 8), specs)
+    s = optcc(topo, size)
+    shares = dict(x.split(":") for x in s.meta_get("shares").split(","))
+    assert set(shares.values()) == {f"1/{servers}"}
+    floor, link = byte_floor(s, topo)
+    bound = float(lower_bound(topo, size).seconds)
+    if servers > 2:
+        assert floor == pytest.approx(bound, rel=1e-9)
+    else:  # two servers: the bound counts NVLink and the NICs together (GPU partition)
+        assert "nvswitch" in link and floor < 1.06 * bound
+    switch = apply_fail_specs(hierarchical(servers, 8, fabric="switch"), specs)
+    shares = dict(x.split(":") for x in optcc(switch, size).meta_get("shares").split(","))
+    assert Fraction(shares[str(servers - 1)]) > Fraction(1, servers)

@@ -110,6 +110,21 @@ spacing 3, ``egress_window`` 0 / 1 / 2 / 3: 5.950 / 6.875 / 5.783 / 5.784 ms; on
 leaves a latency gap between pieces). The pipeline depth comes from
 :func:`default_ring_pieces`: small pieces where the healthy ring has few hops.
 
+**Several degraded servers** (alike, as
+:func:`~resilientcc.schedules.hier_pipeline.pipeline_blocker` asks: the same NICs alive
+at the same bandwidth) are each decoupled as above: each sends its partial of every shard
+to the owner's server, where it lands on a staging GPU of its own (the owner's first,
+second, ... successor in the NVLink ring, :func:`staging_gpu`), and gets the result
+back; none owns a sliver. A healthy server then moves ``(2(N_h − 1) + D)/N_h · M`` each
+way with ``D`` degraded servers (:func:`~resilientcc.schedules.optcc.decoupled_excess`
+compares that with the bound), and the class sizes count ``D`` servers' traffic on the
+alive rails (:func:`~resilientcc.schedules.hier_pipeline.class_sizes`). Against the
+pipelined schedule, whose one-hop exchange has ``N²`` flows per NIC (1 GiB, two servers
+with half their NICs lost, × the bound): 8 servers 1.030 against 1.127, 16 servers 1.082
+against 1.202; with 2 of 8 lost on each, where they would own a share, 12 servers 1.148
+against 1.286, 16 servers 1.124 against 1.303, but 8 servers 1.185 against 1.120.
+:func:`~resilientcc.schedules.optcc.optcc` chooses between them (see its module).
+
 Both ways: from :data:`TWO_WAY_MIN_HEALTHY` healthy servers on, each shard's
 reduce-scatter runs as two chains that meet at its owner, one forward from the ranks
 before it and one backward from those after it, and its all-gather leaves the owner both
@@ -293,15 +308,17 @@ def hier_ring_classes(
     degraded = [sv for sv in servers if not sv.healthy]
     if not degraded:
         return [PipeClass(c, c, Fraction(1, g)) for c in range(g)]
-    d = degraded[0]
+    d = degraded[0]  # several are alike (pipeline_blocker): the same NICs dead
     dead = [q for q in range(g) if q not in d.alive]
-    n_h = len(servers) - 1
+    n_h = len(servers) - len(degraded)
     a = len(d.alive)
     dealt = dealt_evenly(len(dead), a, n_h)
     if sliver > 0 and not dealt:
         big, small = sliver_class_sizes(a, len(dead), n_h, sliver)
     else:
-        big, small = class_sizes(g, dead, len(servers), Fraction(1, n_h), Fraction(0))
+        big, small = class_sizes(
+            g, dead, len(servers), Fraction(1, n_h), Fraction(0), len(degraded)
+        )
     out = [PipeClass(c, c, big) for c in d.alive] if big > 0 else []
     if small > 0 and dealt:
         out += [PipeClass(q, -1, small * a) for q in dead]
@@ -465,19 +482,23 @@ def dealt_evenly(dead: int, alive: int, owners: int) -> bool:
     return True
 
 
-def staging_gpu(ring: Sequence[int], owner: int) -> int:
-    """Where the straggler's partial of ``owner``'s shard lands: ``owner``'s successor in
-    its server's NVLink ``ring``.
+def staging_gpu(ring: Sequence[int], owner: int, x: int = 0) -> int:
+    """Where the ``x``-th degraded server's partial of ``owner``'s shard lands: ``owner``'s
+    ``(x + 1)``-th successor in its server's NVLink ``ring``.
 
-    That GPU starts the shard's NVLink reduce-scatter chain (:meth:`~resilientcc.schedules.
-    _build.Builder.ring_reduce_scatter` forwards group ``q`` from ``ring[q + 1]`` on), so
-    its own copy of the shard is spent after the chain's first step and is never written
-    by the chain: the partial can overwrite it without waiting for anything later.
+    The first successor starts the shard's NVLink reduce-scatter chain
+    (:meth:`~resilientcc.schedules._build.Builder.ring_reduce_scatter` forwards group
+    ``q`` from ``ring[q + 1]`` on), so its own copy of the shard is spent after the
+    chain's first step and is never written by the chain: the partial can overwrite it
+    without waiting for anything later. The ``j``-th successor's copy is spent once it
+    has forwarded the chain (step ``j``), where a later degraded server's partial lands.
 
-    >>> staging_gpu([3, 1, 2, 0], 2), staging_gpu([3, 1, 2, 0], 0)
-    (0, 3)
+    >>> staging_gpu([3, 1, 2, 0], 2), staging_gpu([3, 1, 2, 0], 0), staging_gpu([3, 1, 2, 0], 0, 1)
+    (0, 3, 1)
     """
-    return ring[(list(ring).index(owner) + 1) % len(ring)]
+    if not 0 <= x < len(ring) - 1:
+        raise ScheduleError(f"optcc: no staging GPU {x} on a server of {len(ring)} GPUs")
+    return ring[(list(ring).index(owner) + 1 + x) % len(ring)]
 
 
 def ring_steps(
@@ -648,9 +669,12 @@ def hier_ring(
     if flat_last is None:
         flat_last = default_flat_tail(size, pieces)
     g = servers[0].nics
-    degraded = next((sv for sv in servers if not sv.healthy), None)
+    slow = [sv for sv in servers if not sv.healthy]  # alike (pipeline_blocker)
+    degraded = slow[0] if slow else None
     d = degraded.index if degraded is not None else -1
-    owners = [sv.index for sv in servers if sv.index != d]
+    # every degraded server is decoupled; only a lone one can own a sliver
+    stragglers = [sv.index for sv in slow]
+    owners = [sv.index for sv in servers if sv.healthy]
     if len(owners) < 2:
         raise ScheduleError("optcc: the hierarchical ring needs two healthy servers")
     no = len(owners)
@@ -711,7 +735,7 @@ def hier_ring(
     last_both = default_two_way_last(w, halving) if two_way_last is None else two_way_last
     if last_both < 0:
         raise ScheduleError(f"optcc: two_way_last must be at least 0, got {two_way_last}")
-    if w and (d < 0 or any(cl.rail_d < 0 for cl in classes)):
+    if w and (len(stragglers) != 1 or any(cl.rail_d < 0 for cl in classes)):
         raise ScheduleError(
             "optcc: a sliver needs one degraded server whose dead rails are cut, not dealt"
         )
@@ -719,8 +743,9 @@ def hier_ring(
     nbytes = float(size)
 
     def rail_of(cl: PipeClass, s: int, t: int) -> int:
-        """The rail on which ``d`` (``s``) exchanges owner ``t``'s shard of ``cl``."""
-        if s != d:
+        """The rail on which a degraded server ``s`` exchanges owner ``t``'s shard of ``cl``
+        (the class's own rail on a healthy ``s``)."""
+        if s not in stragglers:
             return cl.rail
         if cl.rail_d >= 0:
             return cl.rail_d
@@ -731,7 +756,7 @@ def hier_ring(
         return servers[s].rail_rank(rail_of(cl, s, t))
 
     local_rings = nvlink_rings(servers)
-    stage = stage and g >= 2
+    stage = stage and g > max(1, len(stragglers))
     position = {s: {r: i for i, r in enumerate(ring)} for s, ring in local_rings.items()}
     keys = [(i, t) for i in range(len(classes)) for t in owners]
     # the same every piece: where each shard sits in each server's NVLink ring, the
@@ -739,11 +764,13 @@ def hier_ring(
     # time, an NVLink ring step and each class's network ring step
     slots = {s: [pos[gpu(s, classes[i], t)] for i, t in keys] for s, pos in position.items()}
     members = [[gpu(t, cl, t) for t in owners] for cl in classes]
-    # where d's partial of each shard lands: its staging GPU, or the owner itself
+    # where the x-th degraded server's partial of each shard lands: its staging GPU (the
+    # x-th after the first, each partial on a GPU of its own), or the owner itself
     lands = {
-        (i, t): staging_gpu(local_rings[t], owner) if stage else owner
-        for i, cl in enumerate(classes)
+        (i, t, x): staging_gpu(local_rings[t], owner, x) if stage else owner
+        for i in range(len(classes))
         for t, owner in zip(owners, members[i], strict=True)
+        for x in range(len(stragglers))
     }
     per_piece = nbytes / pieces * (2 * no - 1) / no / g / LINE_NIC_BW
     nvl_step = NVL_LAT + nbytes / pieces / g / LINE_NVL_BW
@@ -799,7 +826,7 @@ def hier_ring(
         arrive = ring_steps(no, bidirectional, COPY, network)
         pos = [owner_pos[t] for _i, t in keys]  # each shard's owner's ring position
         for s in slots:
-            if s == d:
+            if s in stragglers:
                 continue
             j = owner_pos[s]
             rs_order[s].sort(key=lambda e: (need[(j, pos[e])], (pos[e] - j) % no))
@@ -899,18 +926,18 @@ def hier_ring(
         late = k >= pieces - last_both and not (bidirectional or halving)
         for i, cl in enumerate(classes):
             shards = [[chunk[(i, t)]] for t in owners]
-            if d >= 0:
+            for x, sd in enumerate(stragglers):
                 for t in owners:
-                    src = gpu(d, cl, t)
+                    src = gpu(sd, cl, t)
                     deps = list(returns_into.get((k - net_window, src), ()) if net_window else ())
                     if egress_window:
                         deps += sent_from.get((k - egress_window, src), ())
                     tid = b.add(
                         src,
-                        lands[(i, t)],
+                        lands[(i, t, x)],
                         chunk[(i, t)],
                         COPY if stage else REDUCE,
-                        rail_of(cl, d, t),
+                        rail_of(cl, sd, t),
                         net=True,
                         deps=deps,
                         release=t_net,
@@ -918,20 +945,26 @@ def hier_ring(
                     sent_from.setdefault((k, src), []).append(tid)
             net_pass(members[i], shards, cl.rail, REDUCE, t_net, i, k < first_both)
             t_back = t_net + pass_time[i]
-            if d >= 0 and stage:  # fold the staged partials in last, over NVLink
-                for t, owner in zip(owners, members[i], strict=True):
-                    b.add(
-                        lands[(i, t)], owner, chunk[(i, t)], REDUCE, STAGE_CHANNEL, release=t_back
-                    )
-            if d >= 0:
+            if stage:  # fold the staged partials in last, over NVLink
+                for x in range(len(stragglers)):
+                    for t, owner in zip(owners, members[i], strict=True):
+                        b.add(
+                            lands[(i, t, x)],
+                            owner,
+                            chunk[(i, t)],
+                            REDUCE,
+                            STAGE_CHANNEL,
+                            release=t_back,
+                        )
+            for sd in stragglers:
                 for t in owners:
-                    dst = gpu(d, cl, t)
+                    dst = gpu(sd, cl, t)
                     tid = b.add(
                         gpu(t, cl, t),
                         dst,
                         chunk[(i, t)],
                         COPY,
-                        rail_of(cl, d, t) + g,
+                        rail_of(cl, sd, t) + g,
                         net=True,
                         release=t_back,
                     )
@@ -939,11 +972,11 @@ def hier_ring(
             net_pass(members[i], shards, cl.rail + (2 if late else 1) * g, COPY, t_back, i, late)
         t_ag = t_net + 2 * max(pass_time)
         for s, ring in local_rings.items():
-            if k >= pieces - flat_last and s != d:  # each holder copies to every GPU
+            if k >= pieces - flat_last and s not in stragglers:  # each holder to every GPU
                 after = last_ring_ag.get(s, ()) if flat_gate else ()
                 b.flat_all_gather(ring, ag_groups[s], 1, release=t_ag, after=after)
                 continue
-            if s == d and straggler_two_way:
+            if s in stragglers and straggler_two_way:
                 b.ring_pass_two_way(
                     ring, ag_groups[s], 1, COPY, release=t_ag, step_release=nvl_step
                 )

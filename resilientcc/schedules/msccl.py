@@ -907,7 +907,7 @@ def fit_msccl(
         >>> topo = fail_nics(hierarchical(2, 8), 0, 4)
         >>> fit = fit_msccl(lambda k: optcc(topo, Fraction(2**30), pieces=k))
         >>> fit.default_pieces, fit.pieces
-        (64, 16)
+        (64, 18)
     """
     lim = limits or MscclLimits()
     fill = 0.0  # the last export's busiest threadblock, over the limit

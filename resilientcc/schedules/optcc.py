@@ -68,7 +68,13 @@ Its pipeline depth is :func:`~resilientcc.schedules.hier_ring.default_ring_piece
 (smaller pieces on fewer servers); from 8 healthy servers on its rings run both ways.
 A straggler whose NICs all run at half speed, 1 GiB: 5.515 ms on 4 servers (1.03 × the
 bound) and 5.764 on 16 (1.07 ×, 64 pieces and spacing 3), where the direct schedule took
-6.587 and 7.118.
+6.587 and 7.118. Several degraded servers alike are all decoupled (no sliver); it is the
+default for them from :data:`SLIVER_MIN_SERVERS` servers on where they own nothing, and
+where they own a share from :data:`SEVERAL_RING_ANY_SERVERS` servers on, or from
+:data:`SEVERAL_RING_MIN_SERVERS` where decoupling costs at most
+:data:`SEVERAL_RING_MAX_EXCESS` (:func:`decoupled_excess`); elsewhere they get the
+pipelined schedule (1 GiB, two of 8 servers with half their NICs lost: 1.030 × the bound
+against 1.127; two of 16 with 2 of 8 lost: 1.124 against 1.303).
 
 **Weighted ring** (:mod:`~resilientcc.schedules.weighted_ring`; the default above
 :data:`PIPELINE_MAX_SERVERS` servers when the one degraded server keeps more than 3/4 of
@@ -158,9 +164,14 @@ __all__ = [
     "PIPELINE_MAX_SERVERS",
     "SCALED_MIN_SERVERS",
     "SCALED_PIECES",
+    "SEVERAL_RING_ANY_SERVERS",
+    "SEVERAL_RING_MAX_EXCESS",
+    "SEVERAL_RING_MIN_SERVERS",
     "SLIVER_MIN_SERVERS",
     "alike_view",
     "balanced_shares",
+    "decoupled_excess",
+    "lone_healthy_view",
     "optcc",
     "water_filling_time",
 ]
@@ -174,6 +185,16 @@ SLIVER_MIN_SERVERS = 6
 #: but with one NIC of 8 lost the pipelined schedule (with the straggler's relay and its
 #: results after its partials) up to this many servers
 ONE_DEAD_PIPELINE_MAX_SERVERS = 6
+
+#: several degraded servers (alike) get the hierarchical ring, all decoupled, from
+#: :data:`SLIVER_MIN_SERVERS` servers on where they own nothing; where they own a share
+#: (the ring gives them no sliver, so its healthy NICs carry more than the bound's share,
+#: :func:`decoupled_excess`), from this many servers on if that excess is at most
+#: :data:`SEVERAL_RING_MAX_EXCESS`, and from :data:`SEVERAL_RING_ANY_SERVERS` on in any
+#: case (the pipelined schedule's ``N²`` flows cost more and more)
+SEVERAL_RING_MIN_SERVERS = 12
+SEVERAL_RING_MAX_EXCESS = Fraction(1, 20)
+SEVERAL_RING_ANY_SERVERS = 16
 
 #: OptCC's default is the pipelined hierarchical schedule up to this many servers (where
 #: it can run); its transfers grow as ``pieces · N² · G²``: 0.5 to 1.2 million on 8 × 8
@@ -287,6 +308,65 @@ def alike_view(servers: Sequence[ServerInfo]) -> list[ServerInfo]:
     return view if after <= before * (1 + ALIKE_SLACK) else list(servers)
 
 
+def lone_healthy_view(servers: Sequence[ServerInfo], rail_fabric: bool) -> list[ServerInfo]:
+    """One healthy server among degraded servers alike, seen with only their alive rails.
+
+    On a rail-only fabric its NICs on the rails dead on every other server reach no one,
+    and the water-filling would still count them: 4 × 8 GPUs, half the NICs lost on
+    three servers, it gave the healthy one 7/10 of every piece, 1.6 × the bound on its
+    alive rails (OptCC 1.675 × the bound, NCCL's ring 1.295). Seen with only those rails
+    (at its own NICs' bandwidth, and no longer healthy) it is one more server alike, and
+    the cluster is a healthy one on the alive rails. Elsewhere ``servers`` unchanged.
+
+    >>> from resilientcc.topology import apply_fail_specs, hierarchical
+    >>> from resilientcc.schedules._build import server_view
+    >>> t = apply_fail_specs(hierarchical(4, 8), ["0:4", "1:4", "2:4"])
+    >>> view = lone_healthy_view(server_view(t), rail_fabric=True)
+    >>> view[3].alive, view[3].healthy
+    ((4, 5, 6, 7), False)
+    >>> lone_healthy_view(server_view(t), rail_fabric=False)[3].healthy
+    True
+    """
+    healthy = [sv for sv in servers if sv.healthy]
+    slow = _degraded(servers)
+    if not rail_fabric or len(healthy) != 1 or not slow or len({sv.alive for sv in slow}) != 1:
+        return list(servers)
+    h, common = healthy[0], slow[0].alive
+    if not h.nic_bw or not common or len(common) == h.nics:
+        return list(servers)
+    seen = replace(restricted(h, common, min(h.nic_bw[c] for c in common)), healthy=False)
+    return [seen if sv.index == h.index else sv for sv in servers]
+
+
+def decoupled_excess(servers: Sequence[ServerInfo]) -> Fraction:
+    """How far the busiest server's network time with every degraded server decoupled
+    exceeds the bound's water-filling (:func:`water_filling_time`), as a fraction.
+
+    Decoupled, a degraded server moves ``M`` each way and a healthy one
+    ``(2(N_h − 1) + D)/N_h · M`` (its rings among the ``N_h`` healthy servers, and the
+    ``D`` degraded servers' partials in and results out of its shards); that is the
+    water-filling exactly where the degraded servers own nothing.
+
+    >>> from resilientcc.topology import fail_nics, hierarchical
+    >>> from resilientcc.schedules._build import server_view
+    >>> two = fail_nics(fail_nics(hierarchical(16, 8), 0, 1), 1, 1)
+    >>> decoupled_excess(server_view(two))
+    Fraction(1, 20)
+    >>> decoupled_excess(server_view(fail_nics(fail_nics(hierarchical(8, 8), 0, 4), 1, 4)))
+    Fraction(0, 1)
+    """
+    healthy = [sv for sv in servers if sv.healthy]
+    slow = [sv for sv in servers if not sv.healthy]
+    if len(healthy) < 2 or not slow or any(sv.bandwidth <= 0 for sv in servers):
+        return Fraction(0)
+    n_h = len(healthy)
+    busy = max(
+        *(Fraction(2 * (n_h - 1) + len(slow), n_h) / sv.bandwidth for sv in healthy),
+        *(1 / sv.bandwidth for sv in slow),
+    )
+    return busy / water_filling_time({sv.index: sv.bandwidth for sv in servers}) - 1
+
+
 def _degraded(servers: Sequence[ServerInfo]) -> list[ServerInfo]:
     """The degraded servers (dead or slowed NICs), in order."""
     return [sv for sv in servers if not sv.healthy]
@@ -344,6 +424,25 @@ def _use_hier_ring(
     # relay with results after partials (hier_pipeline.default_own_lag) beat it on 6:
     # 64 / 128 / 256 / 512 MiB / 1 GiB 1.434 / 1.243 / 1.112 / 1.070 / 1.051 x the bound
     # against 1.671 / 1.245 / 1.143 / 1.093 / 1.070 (2 lost: 1.062 against 1.043, 1 GiB)
+    # several degraded servers alike, all decoupled on the ring (1 GiB, × the bound,
+    # pipelined / ring, and the ring's decoupled_excess): owning nothing (half the NICs
+    # lost on each of two), 4 servers 1.063 / 1.170, 6 servers 1.137 / 1.067, 8 servers
+    # 1.127 / 1.030, 16 servers 1.202 / 1.082; owning a share, 1 / 2 NICs lost on each of
+    # two: 8 servers 1.095 / 1.267 (+10.7 %) and 1.120 / 1.185 (+7.1 %), 10 servers 1.144 /
+    # 1.215 and 12 servers 1.150 / 1.179 (+8.3 %, +6.8 %, 1 lost), 12 servers 1.286 /
+    # 1.148 (+4.5 %, 2 lost), 16 servers 1.166 / 1.140 (+5 %) and 1.303 / 1.124 (+3.3 %);
+    # three of 8 servers with 2 or 4 lost 1.123 / 1.414 and 1.142 / 1.182
+    if len(degraded) > 1 and asked is None:
+        n = len(servers)
+        if owns_nothing:
+            ring = n >= SLIVER_MIN_SERVERS
+        else:
+            ring = n >= SEVERAL_RING_ANY_SERVERS or (
+                n >= SEVERAL_RING_MIN_SERVERS
+                and decoupled_excess(servers) <= SEVERAL_RING_MAX_EXCESS
+            )
+        if not ring:
+            return False
     few = len(servers) < SLIVER_MIN_SERVERS or (
         len(servers) <= ONE_DEAD_PIPELINE_MAX_SERVERS
         and len(degraded) == 1
@@ -352,10 +451,7 @@ def _use_hier_ring(
     )
     if asked is False or (asked is None and few and not owns_nothing):
         return False
-    if len(degraded) > 1:
-        blocker: str | None = "one degraded server at most"
-    else:
-        blocker = pipeline_blocker(servers)
+    blocker = pipeline_blocker(servers)
     if blocker is None and len(servers) - len(degraded) < 2:
         blocker = "two healthy servers"
     if asked:
@@ -859,6 +955,7 @@ def optcc(
     if network is not None:
         check_network(network)
     servers = alike_view(usable_view(server_view(topology)))
+    servers = lone_healthy_view(servers, topology.param("fabric", "rail") == "rail")
     n = len(servers)
     bw = {sv.index: sv.bandwidth for sv in servers}
     shares = balanced_shares(bw)
