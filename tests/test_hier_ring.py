@@ -853,3 +853,45 @@ def test_several_degraded_servers_are_proved() -> None:
     assert s.meta_get("variant") == "hierarchical ring"
     r = verify(s)
     assert r.verdict == PROVED, str(r)
+
+
+@pytest.mark.parametrize(
+    ("servers", "gpus", "lost", "slow"), [(6, 4, 1, 2), (8, 8, 2, 2), (9, 8, 1, 3), (12, 8, 1, 2)]
+)
+def test_slivers_of_several_degraded_servers_load_every_nic_alike(
+    servers: int, gpus: int, lost: int, slow: int
+) -> None:
+    """With ``D`` degraded servers alike each owning :func:`default_sliver` ``w`` (the
+    water-filling's share), exchanged with the healthy servers and with each other, every
+    alive NIC of the cluster moves ``(1 + (N_h + D − 2) w)/a · M`` each way, exactly; the
+    dead ones nothing. The schedule is an AllReduce (the exact executor)."""
+    from resilientcc.schedules.optcc import balanced_shares
+
+    topo = hierarchical(servers, gpus)
+    for x in range(slow):
+        topo = fail_nics(topo, x, lost)
+    view = server_view(topo)
+    w = default_sliver(view)
+    nh, a = servers - slow, gpus - lost
+    assert 0 < w < Fraction(1, nh)
+    assert w == balanced_shares({sv.index: sv.bandwidth for sv in view})[0]
+    sched = _build(topo, 1, check=False)
+    executor.check(sched)
+    out, inn = _net_bytes(sched, gpus)
+    per_nic = (1 + (nh + slow - 2) * w) / a
+    for tally in (out, inn):
+        for srv in range(slow):
+            assert all(tally[srv, c] == 0 for c in range(lost))
+        live = {v for (x, c), v in tally.items() if x >= slow or c >= lost}
+        assert live == {per_nic}
+
+
+def test_slivers_of_two_degraded_servers_are_proved() -> None:
+    """Z3 proves the hierarchical ring with two degraded servers' slivers (each exchanged
+    with the healthy servers and with the other degraded one) lossless, race-free and
+    deadlock-free: 5 × 4 GPUs, one NIC lost on each of two."""
+    topo = fail_nics(fail_nics(hierarchical(5, 4), 0, 1), 1, 1)
+    s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=2)
+    assert Fraction(s.meta_get("share_straggler")) > 0
+    r = verify(s)
+    assert r.verdict == PROVED, str(r)

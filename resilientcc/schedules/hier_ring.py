@@ -115,15 +115,19 @@ leaves a latency gap between pieces). The pipeline depth comes from
 at the same bandwidth) are each decoupled as above: each sends its partial of every shard
 to the owner's server, where it lands on a staging GPU of its own (the owner's first,
 second, ... successor in the NVLink ring, :func:`staging_gpu`), and gets the result
-back; none owns a sliver. A healthy server then moves ``(2(N_h − 1) + D)/N_h · M`` each
-way with ``D`` degraded servers (:func:`~resilientcc.schedules.optcc.decoupled_excess`
-compares that with the bound), and the class sizes count ``D`` servers' traffic on the
-alive rails (:func:`~resilientcc.schedules.hier_pipeline.class_sizes`). Against the
-pipelined schedule, whose one-hop exchange has ``N²`` flows per NIC (1 GiB, two servers
-with half their NICs lost, × the bound): 8 servers 1.030 against 1.127, 16 servers 1.082
-against 1.202; with 2 of 8 lost on each, where they would own a share, 12 servers 1.148
-against 1.286, 16 servers 1.124 against 1.303, but 8 servers 1.185 against 1.120.
-:func:`~resilientcc.schedules.optcc.optcc` chooses between them (see its module).
+back. Where they can own a part each owns a sliver ``w`` of every class
+(:func:`default_sliver`, the water-filling's share), exchanged as above with the
+healthy servers and with the other degraded ones; :func:`sliver_class_sizes` counts
+``D`` of them on the alive rails, and every alive NIC then moves ``(1 + (N_h + D − 2)
+w)/a · M``. Without a sliver a healthy server moves ``(2(N_h − 1) + D)/N_h · M``
+(:func:`~resilientcc.schedules.optcc.decoupled_excess` compares that with the bound).
+Against the pipelined schedule, whose one-hop exchange has ``N²`` flows per NIC (1 GiB,
+two degraded servers, × the bound): half their NICs lost (no sliver, they own nothing),
+8 servers 1.030 against 1.127, 16 servers 1.082 against 1.202; 1 / 2 of 8 lost, with
+slivers, 8 servers 1.027 / 1.037 against 1.095 / 1.120, 16 servers 1.049 / 1.051
+against 1.166 / 1.303 (decoupled without slivers 1.140 / 1.124), but 6 servers 1.148 /
+1.123 against 1.082 / 1.104. :func:`~resilientcc.schedules.optcc.optcc` chooses between
+them (see its module).
 
 Both ways: from :data:`TWO_WAY_MIN_HEALTHY` healthy servers on, each shard's
 reduce-scatter runs as two chains that meet at its owner, one forward from the ranks
@@ -314,7 +318,7 @@ def hier_ring_classes(
     a = len(d.alive)
     dealt = dealt_evenly(len(dead), a, n_h)
     if sliver > 0 and not dealt:
-        big, small = sliver_class_sizes(a, len(dead), n_h, sliver)
+        big, small = sliver_class_sizes(a, len(dead), n_h, sliver, len(degraded))
     else:
         big, small = class_sizes(
             g, dead, len(servers), Fraction(1, n_h), Fraction(0), len(degraded)
@@ -344,25 +348,41 @@ def default_sliver(servers: Sequence[ServerInfo]) -> Fraction:
     (Fraction(83, 1778), 0.0467)
     >>> default_sliver(server_view(fail_nics(hierarchical(16, 8), 0, 4)))
     Fraction(0, 1)
+
+    With ``D`` degraded servers alike, each owns ``w`` of every class, and exchanges it
+    with the healthy servers and with the other ``D − 1``: a degraded server moves ``1 +
+    (N_h + D − 2) w`` and a healthy one ``(1 − D w)(2N_h − 2 + D)/N_h + D w``.
+
+    >>> two = fail_nics(fail_nics(hierarchical(16, 8), 0, 1), 1, 1)
+    >>> default_sliver(server_view(two))  # the water-filling's share (balanced_shares)
+    Fraction(1, 21)
     """
     degraded = [sv for sv in servers if not sv.healthy]
-    if len(degraded) != 1:
+    if not degraded:
         return Fraction(0)
-    d = degraded[0]
+    d, n_d = degraded[0], len(degraded)
     g = d.nics
     dead = g - len(d.alive)
-    n_h = len(servers) - 1
+    n_h = len(servers) - n_d
     if not d.alive or n_h < 2 or dealt_evenly(dead, len(d.alive), n_h):
         return Fraction(0)
     top = max(sv.bandwidth for sv in servers)
     beta = d.bandwidth / top
-    big = Fraction(2 * n_h - 1, n_h)
-    w = (big - 1 / beta) / ((big - 1) + (n_h - 1) / beta)
-    return max(Fraction(0), w)
+    if beta <= 0:
+        return Fraction(0)
+    big = Fraction(2 * n_h - 2 + n_d, n_h)
+    w = (big - 1 / beta) / (n_d * (big - 1) + (n_h + n_d - 2) / beta)
+    if w <= 0:
+        return Fraction(0)
+    if dead and sliver_class_sizes(len(d.alive), dead, n_h, w, n_d)[0] <= 0:
+        # the degraded servers' traffic alone loads the alive rails more than the dead
+        # ones carry: no sizes balance the NICs (few healthy servers), no sliver
+        return Fraction(0)
+    return w
 
 
 def sliver_class_sizes(
-    alive: int, dead: int, owners: int, w: Fraction
+    alive: int, dead: int, owners: int, w: Fraction, degraded: int = 1
 ) -> tuple[Fraction, Fraction]:
     """Sizes ``(A, b)`` of the alive rails' classes and of the cut dead rails' ones.
 
@@ -372,7 +392,9 @@ def sliver_class_sizes(
     shard it owns, and the sliver's partial and result); a NIC on a dead rail only the
     ring of its ``a`` cut classes, ``a·b(1 − w)·r``. Equal, with ``a·A + L·a·b = 1``. At
     ``w = 0`` these are :func:`~resilientcc.schedules.hier_pipeline.class_sizes`'
-    balanced sizes.
+    balanced sizes. With ``D = degraded`` servers alike, each owning ``w``, the ring part
+    is ``1 − D w``, ``e = (1 − D w)/N_h + w`` and the alive rail carries ``D`` times the
+    degraded servers' traffic.
 
     >>> from resilientcc.schedules.hier_pipeline import class_sizes
     >>> sliver_class_sizes(7, 1, 15, Fraction(0)) == class_sizes(8, [0], 16, Fraction(1, 15), 0)
@@ -381,8 +403,9 @@ def sliver_class_sizes(
     (Fraction(14, 113), Fraction(15, 791))
     """
     r = Fraction(2 * (owners - 1), owners)
-    e = (1 - w) / owners + w
-    ratio = (alive * (1 - w) * r - dead * e) / ((1 - w) * r + e)
+    ring = 1 - degraded * w
+    e = ring / owners + w
+    ratio = (alive * ring * r - dead * degraded * e) / (ring * r + degraded * e)
     small = 1 / (alive * ratio + dead * alive)
     return ratio * small, small
 
@@ -671,8 +694,7 @@ def hier_ring(
     g = servers[0].nics
     slow = [sv for sv in servers if not sv.healthy]  # alike (pipeline_blocker)
     degraded = slow[0] if slow else None
-    d = degraded.index if degraded is not None else -1
-    # every degraded server is decoupled; only a lone one can own a sliver
+    # every degraded server is decoupled, each owning a sliver where it can
     stragglers = [sv.index for sv in slow]
     owners = [sv.index for sv in servers if sv.healthy]
     if len(owners) < 2:
@@ -735,9 +757,13 @@ def hier_ring(
     last_both = default_two_way_last(w, halving) if two_way_last is None else two_way_last
     if last_both < 0:
         raise ScheduleError(f"optcc: two_way_last must be at least 0, got {two_way_last}")
-    if w and (len(stragglers) != 1 or any(cl.rail_d < 0 for cl in classes)):
+    if w and (not stragglers or any(cl.rail_d < 0 for cl in classes)):
         raise ScheduleError(
-            "optcc: a sliver needs one degraded server whose dead rails are cut, not dealt"
+            "optcc: a sliver needs degraded servers whose dead rails are cut, not dealt"
+        )
+    if len(stragglers) * w >= 1:
+        raise ScheduleError(
+            f"optcc: {len(stragglers)} degraded servers' slivers of {w} leave no ring part"
         )
     piece = Fraction(1, pieces)
     nbytes = float(size)
@@ -788,30 +814,37 @@ def hier_ring(
     pass_time = [sum(lt) for lt in level_time] if halving else [hops * st for st in net_step]
     returns_into: dict[tuple[int, int], list[int]] = {}
     sent_from: dict[tuple[int, int], list[int]] = {}
-    # the rail on which each owner exchanges each class's sliver with d: the owners take
-    # d's alive rails in turn, from the class's own, so that the partials reach d on every
-    # alive NIC and land on their GPUs directly (the same every piece)
+    # who exchanges each degraded server's sliver with it: the owners, then the other
+    # degraded servers
+    parts = [owners + [x for x in stragglers if x != sd] for sd in stragglers]
+    # the rail on which each of them exchanges each class's sliver with the x-th degraded
+    # server: they take its alive rails in turn, from the class's own, so that the
+    # partials reach it on every alive NIC and land on its GPUs directly (the same every
+    # piece)
     sliver_rail = (
         {
-            (i, t): alive_d[(alive_d.index(cl.rail_d) + x) % len(alive_d)]
+            (i, x, t): alive_d[(alive_d.index(cl.rail_d) + y) % len(alive_d)]
             for i, cl in enumerate(classes)
-            for x, t in enumerate(owners)
+            for x in range(len(stragglers))
+            for y, t in enumerate(parts[x])
         }
         if w
         else {}
     )
-    # where each class's sliver sits in each server's NVLink ring: on an owner, the GPU
-    # of the rail it crosses to d; on d, the class's GPU
+    # where each class's sliver of the x-th degraded server sits in each server's NVLink
+    # ring: on the others, the GPU of the rail it crosses to that server; on it, the
+    # class's GPU
     thin_slots = (
-        [
-            {
-                **{t: position[t][servers[t].rail_rank(sliver_rail[(i, t)])] for t in owners},
-                d: position[d][servers[d].rail_rank(cl.rail_d)],
+        {
+            (i, x): {
+                **{t: position[t][servers[t].rail_rank(sliver_rail[(i, x, t)])] for t in parts[x]},
+                sd: position[sd][servers[sd].rail_rank(cl.rail_d)],
             }
             for i, cl in enumerate(classes)
-        ]
+            for x, sd in enumerate(stragglers)
+        }
         if w
-        else []
+        else {}
     )
 
     # the order in which each server's NVLink passes move the shards (indices into keys,
@@ -831,37 +864,44 @@ def hier_ring(
             j = owner_pos[s]
             rs_order[s].sort(key=lambda e: (need[(j, pos[e])], (pos[e] - j) % no))
             ag_order[s].sort(key=lambda e: (arrive[(j, pos[e])], (pos[e] - j) % no))
-    # ``sliver_lag``: the slivers of every piece, (class, chunk, piece, release of d's
-    # broadcast); their results are returned after the loop, once d's partials of piece
-    # k + lag are known
-    lagged: list[tuple[int, int, int, float]] = []
+    # ``sliver_lag``: the slivers of every piece, (class, degraded server's position,
+    # chunk, piece, release of its broadcast); their results are returned after the loop,
+    # once its partials of piece k + lag are known
+    lagged: list[tuple[int, int, int, int, float]] = []
 
-    def add_sliver_head(k: int, thin: dict[int, int]) -> None:
-        """Piece ``k``'s slivers up to their sums on ``d``, each pass its own (``sliver_lag``).
+    def add_sliver_head(k: int, thin: dict[tuple[int, int], int]) -> None:
+        """Piece ``k``'s slivers up to their sums on their degraded servers, each pass its
+        own (``sliver_lag``).
 
-        Each owner sums its server's partial of a class's sliver on the GPU of the rail
-        it crosses to ``d``, in an NVLink ring of its own; the partials are added into
-        ``d``'s GPUs of those rails *before* ``d``'s own ring over them (on
-        :data:`SLIVER_CHANNEL`), which carries them to the class's GPU with ``d``'s
-        part; a binomial broadcast gives every GPU of ``d`` the result.
+        Each other server sums its partial of a class's sliver on the GPU of the rail it
+        crosses to the sliver's degraded server ``d``, in an NVLink ring of its own; the
+        partials are added into ``d``'s GPUs of those rails *before* ``d``'s own ring over
+        them (on :data:`SLIVER_CHANNEL`), which carries them to the class's GPU with
+        ``d``'s part; a binomial broadcast gives every GPU of ``d`` the result.
         """
         at = k * per_piece
 
-        def on(s: int) -> list[list[int]]:  # server s's slivers, by NVLink ring slot
+        def on(s: int, own: bool) -> list[list[int]]:
+            """Server ``s``'s slivers by NVLink ring slot: its own, or those it adds to."""
             out: list[list[int]] = [[] for _ in range(g)]
-            for i, c in thin.items():
-                out[thin_slots[i][s]].append(c)
+            for (i, x), c in thin.items():
+                if (stragglers[x] == s) == own and (own or s in parts[x]):
+                    out[thin_slots[(i, x)][s]].append(c)
             return out
 
-        for s in owners:  # each owner sums its server's partials on its sliver GPU
-            b.ring_reduce_scatter(local_rings[s], on(s), 0, release=at, step_release=nvl_step)
+        for s in (*owners, *(stragglers if len(stragglers) > 1 else ())):
+            # each sums its server's partials on the GPUs of the rails they cross
+            b.ring_reduce_scatter(
+                local_rings[s], on(s, False), 0, release=at, step_release=nvl_step
+            )
         t_land = at + (g - 1) * nvl_step
-        for i, c in thin.items():  # added into d's GPUs before d's own pass reads them
-            for t in owners:
-                rail = sliver_rail[(i, t)]
+        for (i, x), c in thin.items():  # added into d's GPUs before d's own pass reads them
+            sd = stragglers[x]
+            for t in parts[x]:
+                rail = sliver_rail[(i, x, t)]
                 b.add(
                     servers[t].rail_rank(rail),
-                    servers[d].rail_rank(rail),
+                    servers[sd].rail_rank(rail),
                     c,
                     REDUCE,
                     rail,
@@ -869,34 +909,37 @@ def hier_ring(
                     release=t_land,
                 )
         t_sum = t_land + net_step[0]
-        b.ring_reduce_scatter(
-            local_rings[d], on(d), SLIVER_CHANNEL, release=t_sum, step_release=nvl_step
-        )
+        for sd in stragglers:
+            b.ring_reduce_scatter(
+                local_rings[sd], on(sd, True), SLIVER_CHANNEL, release=t_sum, step_release=nvl_step
+            )
         t_bcast = t_sum + (g - 1) * nvl_step
-        for i, c in thin.items():
-            holder = servers[d].rail_rank(classes[i].rail_d)
-            rest = [r for r in local_rings[d] if r != holder]
+        for (i, x), c in thin.items():
+            sd = stragglers[x]
+            holder = servers[sd].rail_rank(classes[i].rail_d)
+            rest = [r for r in local_rings[sd] if r != holder]
             b.tree_bcast([holder, *rest], c, channel=SLIVER_CHANNEL, release=t_bcast, flat=False)
-            lagged.append((i, c, k, t_bcast))
+            lagged.append((i, x, c, k, t_bcast))
 
     def add_sliver_tail(lag: int) -> None:
-        """The slivers' results back to the owners, piece ``k``'s after ``d``'s partials of
-        piece ``k + lag``, and each owner's flat NVLink broadcast of them."""
-        for i, c, k, t_bcast in lagged:
+        """The slivers' results back to the other servers, piece ``k``'s after its degraded
+        server's partials of piece ``k + lag``, and each one's flat NVLink broadcast."""
+        for i, x, c, k, t_bcast in lagged:
+            sd = stragglers[x]
             gate_piece = min(pieces - 1, k + lag)
             # no earlier in the id order than the partials they wait for (released at
             # their piece's network stage) and d's broadcast of the result
             at = max(gate_piece * per_piece + (g - 1) * nvl_step + pass_time[i], t_bcast)
-            for t in owners:
-                rail = sliver_rail[(i, t)]
-                src, dst = servers[d].rail_rank(rail), servers[t].rail_rank(rail)
+            for t in parts[x]:
+                rail = sliver_rail[(i, x, t)]
+                src, dst = servers[sd].rail_rank(rail), servers[t].rail_rank(rail)
                 gate = sent_from.get((gate_piece, src), ())
                 b.add(src, dst, c, COPY, rail + g, net=True, release=at, deps=gate)
-            for t in owners:
-                x = servers[t].rail_rank(sliver_rail[(i, t)])
-                rest = [r for r in local_rings[t] if r != x]
+            for t in parts[x]:
+                y = servers[t].rail_rank(sliver_rail[(i, x, t)])
+                rest = [r for r in local_rings[t] if r != y]
                 b.tree_bcast(
-                    [x, *rest], c, channel=SLIVER_CHANNEL, release=at + net_step[0], flat=True
+                    [y, *rest], c, channel=SLIVER_CHANNEL, release=at + net_step[0], flat=True
                 )
 
     b.order_by_release = True
@@ -904,7 +947,8 @@ def hier_ring(
     last_ring_ag: dict[int, range] = {}
     for k in range(pieces):
         t0 = k * per_piece
-        chunk = {(i, t): b.chunk(piece * classes[i].size * (1 - w) / no) for i, t in keys}
+        ring_part = 1 - len(stragglers) * w
+        chunk = {(i, t): b.chunk(piece * classes[i].size * ring_part / no) for i, t in keys}
         groups: dict[int, list[list[int]]] = {s: [[] for _ in range(g)] for s in local_rings}
         ag_groups: dict[int, list[list[int]]] = {s: [[] for _ in range(g)] for s in local_rings}
         for s, slot in slots.items():
@@ -914,7 +958,15 @@ def hier_ring(
                 ag_groups[s][slot[e]].append(chunk[keys[e]])
         # the straggler's slivers: one chunk per class, on every owner on the GPU of the
         # rail it crosses to the straggler, on the straggler on the class's GPU
-        thin = {i: b.chunk(piece * cl.size * w) for i, cl in enumerate(classes)} if w else {}
+        thin = (
+            {
+                (i, x): b.chunk(piece * cl.size * w)
+                for i, cl in enumerate(classes)
+                for x in range(len(stragglers))
+            }
+            if w
+            else {}
+        )
         if thin:
             add_sliver_head(k, thin)
         for s, ring in local_rings.items():

@@ -68,13 +68,15 @@ Its pipeline depth is :func:`~resilientcc.schedules.hier_ring.default_ring_piece
 (smaller pieces on fewer servers); from 8 healthy servers on its rings run both ways.
 A straggler whose NICs all run at half speed, 1 GiB: 5.515 ms on 4 servers (1.03 × the
 bound) and 5.764 on 16 (1.07 ×, 64 pieces and spacing 3), where the direct schedule took
-6.587 and 7.118. Several degraded servers alike are all decoupled (no sliver); it is the
-default for them from :data:`SLIVER_MIN_SERVERS` servers on where they own nothing, and
-where they own a share from :data:`SEVERAL_RING_ANY_SERVERS` servers on, or from
-:data:`SEVERAL_RING_MIN_SERVERS` where decoupling costs at most
-:data:`SEVERAL_RING_MAX_EXCESS` (:func:`decoupled_excess`); elsewhere they get the
-pipelined schedule (1 GiB, two of 8 servers with half their NICs lost: 1.030 × the bound
-against 1.127; two of 16 with 2 of 8 lost: 1.124 against 1.303).
+6.587 and 7.118. Several degraded servers alike are each decoupled, each with its
+sliver where it can own one; it is the default for them from :data:`SLIVER_MIN_SERVERS`
+servers on where they own nothing, from :data:`SEVERAL_SLIVER_MIN_SERVERS` where they
+own slivers, and where they own a share but no sliver sizes balance the NICs from
+:data:`SEVERAL_RING_ANY_SERVERS` servers on, or from :data:`SEVERAL_RING_MIN_SERVERS`
+where decoupling costs at most :data:`SEVERAL_RING_MAX_EXCESS` (:func:`decoupled_excess`);
+elsewhere they get the pipelined schedule (1 GiB, two of 8 servers with half their NICs
+lost: 1.030 × the bound against 1.127; two of 16 with 2 of 8 lost: 1.051 against
+1.303).
 
 **Weighted ring** (:mod:`~resilientcc.schedules.weighted_ring`; the default above
 :data:`PIPELINE_MAX_SERVERS` servers when the one degraded server keeps more than 3/4 of
@@ -167,6 +169,7 @@ __all__ = [
     "SEVERAL_RING_ANY_SERVERS",
     "SEVERAL_RING_MAX_EXCESS",
     "SEVERAL_RING_MIN_SERVERS",
+    "SEVERAL_SLIVER_MIN_SERVERS",
     "SLIVER_MIN_SERVERS",
     "alike_view",
     "balanced_shares",
@@ -186,12 +189,16 @@ SLIVER_MIN_SERVERS = 6
 #: results after its partials) up to this many servers
 ONE_DEAD_PIPELINE_MAX_SERVERS = 6
 
-#: several degraded servers (alike) get the hierarchical ring, all decoupled, from
-#: :data:`SLIVER_MIN_SERVERS` servers on where they own nothing; where they own a share
-#: (the ring gives them no sliver, so its healthy NICs carry more than the bound's share,
-#: :func:`decoupled_excess`), from this many servers on if that excess is at most
-#: :data:`SEVERAL_RING_MAX_EXCESS`, and from :data:`SEVERAL_RING_ANY_SERVERS` on in any
-#: case (the pipelined schedule's ``N²`` flows cost more and more)
+#: several degraded servers (alike) get the hierarchical ring, each decoupled: from
+#: :data:`SLIVER_MIN_SERVERS` servers on where they own nothing, and from this many on
+#: where they own a share, each then owning its sliver
+#: (:func:`~resilientcc.schedules.hier_ring.default_sliver`)
+SEVERAL_SLIVER_MIN_SERVERS = 7
+#: where they own a share but no sliver sizes balance the NICs (``default_sliver`` 0:
+#: the healthy NICs carry more than the bound's share, :func:`decoupled_excess`), from
+#: this many servers on if that excess is at most :data:`SEVERAL_RING_MAX_EXCESS`, and
+#: from :data:`SEVERAL_RING_ANY_SERVERS` on in any case (the pipelined schedule's ``N²``
+#: flows cost more and more)
 SEVERAL_RING_MIN_SERVERS = 12
 SEVERAL_RING_MAX_EXCESS = Fraction(1, 20)
 SEVERAL_RING_ANY_SERVERS = 16
@@ -424,18 +431,24 @@ def _use_hier_ring(
     # relay with results after partials (hier_pipeline.default_own_lag) beat it on 6:
     # 64 / 128 / 256 / 512 MiB / 1 GiB 1.434 / 1.243 / 1.112 / 1.070 / 1.051 x the bound
     # against 1.671 / 1.245 / 1.143 / 1.093 / 1.070 (2 lost: 1.062 against 1.043, 1 GiB)
-    # several degraded servers alike, all decoupled on the ring (1 GiB, × the bound,
-    # pipelined / ring, and the ring's decoupled_excess): owning nothing (half the NICs
-    # lost on each of two), 4 servers 1.063 / 1.170, 6 servers 1.137 / 1.067, 8 servers
-    # 1.127 / 1.030, 16 servers 1.202 / 1.082; owning a share, 1 / 2 NICs lost on each of
-    # two: 8 servers 1.095 / 1.267 (+10.7 %) and 1.120 / 1.185 (+7.1 %), 10 servers 1.144 /
-    # 1.215 and 12 servers 1.150 / 1.179 (+8.3 %, +6.8 %, 1 lost), 12 servers 1.286 /
-    # 1.148 (+4.5 %, 2 lost), 16 servers 1.166 / 1.140 (+5 %) and 1.303 / 1.124 (+3.3 %);
-    # three of 8 servers with 2 or 4 lost 1.123 / 1.414 and 1.142 / 1.182
+    # several degraded servers alike on the ring, each decoupled (1 GiB, × the bound,
+    # pipelined / ring): owning nothing (half the NICs lost on each of two), 4 servers
+    # 1.063 / 1.170, 6 servers 1.137 / 1.067, 8 servers 1.127 / 1.030, 16 servers 1.202 /
+    # 1.082; owning a share, each its sliver, 1 / 2 NICs lost on each of two: 4 servers
+    # 1.087 / 1.451 and 1.080 / 1.271, 6 servers 1.082 / 1.148 and 1.104 / 1.123, 7
+    # servers 1.081 / 1.073 and 1.114 / 1.040, 8 servers 1.095 / 1.027 and 1.120 / 1.037,
+    # 12 servers 1.150 / 1.051 (1 lost), 16 servers 1.166 / 1.049 and 1.303 / 1.051; 2
+    # lost on each of three of 8 servers 1.123 / 1.051. Without slivers (decoupled_excess
+    # in brackets): 8 servers 1.267 (+10.7 %) and 1.185 (+7.1 %), 10 servers, 1 lost 1.215
+    # (+8.3 %), 12 servers 1.179 (+6.8 %, 1 lost) and 1.148 (+4.5 %, 2 lost), 16 servers
+    # 1.140 (+5 %) and 1.124 (+3.3 %); three of 8 servers with 4 lost, where no sliver
+    # sizes balance the NICs, 1.142 / 1.182 (+2.1 %)
     if len(degraded) > 1 and asked is None:
         n = len(servers)
         if owns_nothing:
             ring = n >= SLIVER_MIN_SERVERS
+        elif default_sliver(servers) > 0:
+            ring = n >= SEVERAL_SLIVER_MIN_SERVERS
         else:
             ring = n >= SEVERAL_RING_ANY_SERVERS or (
                 n >= SEVERAL_RING_MIN_SERVERS
@@ -600,7 +613,8 @@ def _layered(
             straggler_two_way=straggler_two_way is not False,
         )
         healthy = sum(1 for sv in servers if sv.healthy)
-        shares = {sv.index: (1 - thin) / healthy if sv.healthy else thin for sv in servers}
+        slow = len(servers) - healthy
+        shares = {sv.index: (1 - slow * thin) / healthy if sv.healthy else thin for sv in servers}
     else:
         if flat_tail is None:
             flat_tail = default_pipeline_flat_tail(servers, size, k)
