@@ -332,7 +332,7 @@ def hier_ring_classes(
 
 
 def default_sliver(servers: Sequence[ServerInfo]) -> Fraction:
-    """The part of every class the straggler owns: its NIC time equal to a healthy one's.
+    """The part of every class a degraded server owns: its NIC time equal to a healthy one's.
 
     With ``N_h`` healthy servers, a healthy server moves ``(1 − w)(2N_h − 1)/N_h + w``
     (times ``M``, each way) and the straggler ``1 + (N_h − 1) w`` at ``β`` of the
@@ -661,7 +661,7 @@ def hier_ring(
     5.860 ms). ``stage``: the straggler's partials land on a staging GPU of the owner's
     server and are folded into the owner over NVLink after the network ring
     (:func:`staging_gpu`); without it they go straight to the owner. ``sliver``: the part
-    of every class the straggler owns (default :func:`default_sliver`; 0 = none);
+    of every class each degraded server owns (default :func:`default_sliver`; 0 = none);
     ``sliver_lag``: the straggler returns the results of piece ``k``'s sliver after its
     partials of piece ``k + sliver_lag`` (default :func:`default_sliver_lag`; see the
     module docs).
@@ -885,7 +885,7 @@ def hier_ring(
             """Server ``s``'s slivers by NVLink ring slot: its own, or those it adds to."""
             out: list[list[int]] = [[] for _ in range(g)]
             for (i, x), c in thin.items():
-                if (stragglers[x] == s) == own and (own or s in parts[x]):
+                if (s == stragglers[x]) if own else (s in parts[x]):
                     out[thin_slots[(i, x)][s]].append(c)
             return out
 

@@ -865,9 +865,9 @@ def optcc(
             :func:`~resilientcc.schedules.hier_pipeline.hier_pipeline`). Default, and
             default ``pieces``, around a degraded server:
             :func:`~resilientcc.schedules.hier_pipeline.pipeline_depth`.
-        sliver: the hierarchical ring's straggler owns this part of every piece (default
-            :func:`~resilientcc.schedules.hier_ring.default_sliver`; 0 = none, the
-            decoupled straggler). Ignored by the other variants.
+        sliver: in the hierarchical ring each degraded server owns this part of every
+            piece (default :func:`~resilientcc.schedules.hier_ring.default_sliver`; 0 =
+            none, every degraded server decoupled). Ignored by the other variants.
         relay: in the pipelined schedule each dead-rail GPU of a degraded server
             reduces this part of every piece and relays it to and from the alive GPUs
             over NVLink, whose stages are then direct on that server (default
