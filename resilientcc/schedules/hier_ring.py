@@ -889,7 +889,7 @@ def hier_ring(
                     out[thin_slots[(i, x)][s]].append(c)
             return out
 
-        for s in (*owners, *(stragglers if len(stragglers) > 1 else ())):
+        for s in (*owners, *stragglers):
             # each sums its server's partials on the GPUs of the rails they cross
             b.ring_reduce_scatter(
                 local_rings[s], on(s, False), 0, release=at, step_release=nvl_step

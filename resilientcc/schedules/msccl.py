@@ -52,7 +52,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from resilientcc.errors import ExportError, ScheduleError, TooFineError
 from resilientcc.schedules.ir import COPY, REDUCE, Chunk, Schedule, Transfer
@@ -260,7 +260,7 @@ def round_for_msccl(
     return rounded, ChunkRounding(units, exact, change, lim.max_chunks_per_loop)
 
 
-def _too_many_steps(g: int, tb: int, needed: float, lim: MscclLimits) -> None:
+def _too_many_steps(g: int, tb: int, needed: float, lim: MscclLimits) -> NoReturn:
     raise TooFineError(
         f"MSCCL export: GPU {g} threadblock {tb} needs about {math.ceil(needed)} steps, more "
         f"than {lim.max_steps_per_tb} (the executor's limit): the schedule has too many "
@@ -891,7 +891,7 @@ def fit_msccl(
     not to: each next depth is scaled from the last one tried by how far its busiest
     threadblock was over the limit (:attr:`~resilientcc.errors.TooFineError.excess`) or
     under it (a threadblock's steps grow about linearly with the pieces), the midpoint
-    where that guess was tried already or is unknown (in the search any
+    where the last export says nothing of it (in the search any
     :class:`~resilientcc.errors.ExportError` counts as not fitting). The
     default depth is read from the schedule's ``pieces`` metadata; a schedule without it
     is exported as it is, or its :class:`~resilientcc.errors.TooFineError` raised.
@@ -947,17 +947,14 @@ def fit_msccl(
             say(k)
             return None
 
-    # the deepest k that fits lies in (good, bad]: guess it from the last export (steps
-    # grow about linearly with the pieces, plus a part that does not), else bisect
+    # the deepest k that fits lies in (good, bad): guess it from the last export (steps
+    # grow about linearly with the pieces, plus a part that does not), else bisect; a
+    # guess is kept strictly inside, so no depth is tried twice
     good, bad = 0, int(default)
     best: MscclFit | None = None
-    tried: set[int] = set()
     guess = bad // 2
     while bad - good > 1:
         k = min(bad - 1, max(good + 1, guess))
-        if k in tried:
-            k = (good + bad) // 2
-        tried.add(k)
         found = attempt(k)
         if found is None:
             bad = k
