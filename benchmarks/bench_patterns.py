@@ -38,6 +38,7 @@ PATTERNS = (
     "0:nic0+1:nic3",
     "0:4+1:1",
     "0:1+1:1+2:1",
+    "0:2+1:x1/2",
 )
 ALGOS = ("balance", "r2cc_allreduce", "optcc")
 

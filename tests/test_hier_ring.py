@@ -37,15 +37,24 @@ from resilientcc.schedules.hier_ring import (
     default_ring_pieces,
     default_sliver,
     hier_ring,
+    hier_ring_blocker,
     hier_ring_classes,
     ring_steps,
     staging_gpu,
+    unlike_sizes,
+    unlike_splits,
 )
 from resilientcc.schedules.ir import COPY, REDUCE
 from resilientcc.schedules.optcc import PIPELINE_MAX_SERVERS, SLIVER_MIN_SERVERS, optcc
 from resilientcc.schedules.r2cc import r2cc_allreduce
-from resilientcc.sim import simulate
-from resilientcc.topology import fail_nics, hierarchical, scale_server_nics
+from resilientcc.sim import byte_floor, simulate
+from resilientcc.topology import (
+    apply_fail_specs,
+    degrade_link,
+    fail_nics,
+    hierarchical,
+    scale_server_nics,
+)
 from resilientcc.verify import PROVED, verify
 
 M = Fraction(2**30)
@@ -616,10 +625,15 @@ def test_bad_hier_ring_options(kwargs, match) -> None:
 
 
 def test_hier_ring_asked_where_it_cannot_run() -> None:
-    # NIC 0 lost on one server, NIC 3 on another: too unlike to be seen alike
+    # NIC 0 lost on one server, NIC 3 on another: too unlike to be seen alike, and since
+    # the ring decouples degraded servers that differ, it runs
     two = fail_nics(fail_nics(hierarchical(4, 4), 0, [0]), 1, [3])
-    with pytest.raises(ScheduleError, match="degraded servers' NICs alike"):
-        optcc(two, M, hier_ring=True)
+    assert optcc(two, M, hier_ring=True, check=False).meta_get("variant") == "hierarchical ring"
+    with pytest.raises(ScheduleError, match="pipeline needs the degraded servers' NICs alike"):
+        optcc(two, M, pipeline=True)
+    # a degraded server's alive NICs at two bandwidths (optcc sees it through usable_view)
+    uneven = server_view(degrade_link(hierarchical(4, 4), "s0.nic1", "rail1", Fraction(1, 2)))
+    assert hier_ring_blocker(uneven) == "the degraded server's alive NICs all at the same bandwidth"
     with pytest.raises(ScheduleError, match="two healthy servers"):
         optcc(fail_nics(fail_nics(hierarchical(3, 4), 0, 1), 1, 1), M, hier_ring=True)
     with pytest.raises(ScheduleError, match="two healthy servers"):
@@ -895,3 +909,109 @@ def test_slivers_of_two_degraded_servers_are_proved() -> None:
     assert Fraction(s.meta_get("share_straggler")) > 0
     r = verify(s)
     assert r.verdict == PROVED, str(r)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    servers=st.integers(4, 5),
+    gpus=st.sampled_from([2, 4, 8]),
+    data=st.data(),
+    pieces=st.integers(1, 3),
+)
+def test_unlike_degraded_servers_make_an_allreduce(servers: int, gpus: int, data, pieces) -> None:
+    """Degraded servers that differ (NICs lost, or all slowed), each decoupled on the
+    rails' parts of :func:`unlike_sizes`: an exact AllReduce (the exact executor)."""
+    topo = hierarchical(servers, gpus)
+    slow = data.draw(st.sets(st.integers(0, servers - 1), min_size=2, max_size=servers - 2))
+    for x in sorted(slow):
+        if data.draw(st.booleans(), label="lose NICs"):
+            lost = data.draw(st.sets(st.integers(0, gpus - 1), min_size=1, max_size=gpus - 1))
+            topo = fail_nics(topo, x, sorted(lost))
+        else:
+            topo = scale_server_nics(topo, x, Fraction(data.draw(st.integers(1, 3)), 4))
+    executor.check(_build(topo, pieces, check=False))
+
+
+def _exchange_rail(sv, cl) -> int:
+    """The rail on which degraded server ``sv`` exchanges class ``cl`` (cut classes)."""
+    return cl.rail if cl.rail in sv.alive else cl.rail_d
+
+
+@pytest.mark.parametrize(
+    ("servers", "gpus", "specs"),
+    [
+        (4, 4, ["0:nic0", "1:x1/2"]),
+        (6, 8, ["0:2", "1:x1/2"]),
+        (6, 4, ["0:nic0,nic1", "1:nic3", "2:x3/4"]),
+        (8, 8, ["0:4", "1:nic7x1/2"]),
+    ],
+)
+def test_unlike_degraded_servers_move_what_the_sizes_say(servers, gpus, specs) -> None:
+    """Degraded servers that differ: each moves ``M`` each way, rail ``q``'s part on
+    ``q`` where alive and cut evenly over the rails it keeps where lost (nothing on a dead
+    NIC); a healthy server's rail-``r`` NIC carries its rings, ``2(N_h − 1)/N_h`` of rail
+    ``r``'s part, and ``1/N_h`` of what each degraded server exchanges on ``r``. The
+    busiest NIC is the one :func:`unlike_sizes` names, at its time."""
+    topo = apply_fail_specs(hierarchical(servers, gpus), specs)
+    view = server_view(topo)
+    slow = [sv for sv in view if not sv.healthy]
+    nh = servers - len(slow)
+    classes = hier_ring_classes(view)
+    assert all(len(cut) >= 1 for cut in unlike_splits(view).values())
+    sched = _build(topo, 2, check=False)
+    executor.check(sched)
+    out, inn = _net_bytes(sched, gpus)
+    on_rail = {
+        (sv.index, r): sum(
+            (cl.size for cl in classes if _exchange_rail(sv, cl) == r), start=Fraction(0)
+        )
+        for sv in slow
+        for r in range(gpus)
+    }
+    for tally in (out, inn):
+        for sv in slow:
+            assert sum(tally[sv.index, r] for r in range(gpus)) == 1
+            for r in range(gpus):
+                assert tally[sv.index, r] == on_rail[sv.index, r]
+                assert r in sv.alive or tally[sv.index, r] == 0
+        for h in (sv for sv in view if sv.healthy):
+            for r in range(gpus):
+                ring = sum((cl.size for cl in classes if cl.rail == r), start=Fraction(0))
+                degraded = sum((on_rail[sv.index, r] for sv in slow), start=Fraction(0))
+                assert tally[h.index, r] == 2 * (nh - 1) * ring / nh + degraded / nh
+    _, busy = unlike_sizes(view)
+    secs, link = byte_floor(sched, topo)
+    assert ".nic" in link and secs == pytest.approx(busy * float(M), rel=1e-9)
+
+
+def test_unlike_degraded_servers_are_proved() -> None:
+    """Z3 proves the hierarchical ring around two degraded servers that differ (one lost
+    NIC 0, the other runs every NIC at half speed; 4 × 4 GPUs) lossless, race-free and
+    deadlock-free."""
+    topo = apply_fail_specs(hierarchical(4, 4), ["0:nic0", "1:x1/2"])
+    s = optcc(topo, Fraction(2**20), pieces=2)
+    assert s.meta_get("variant") == "hierarchical ring"
+    assert "0/1:" in s.meta_get("classes")  # rail 0 cut over server 0's alive rails
+    r = verify(s)
+    assert r.verdict == PROVED, str(r)
+
+
+def test_optcc_rings_around_unlike_servers_where_decoupling_costs_little() -> None:
+    """OptCC runs the ring around degraded servers that differ where decoupling them
+    costs at most UNLIKE_RING_MAX_EXCESS (and is faster there than the direct schedule it
+    ran before), and the direct schedule where it costs more."""
+    from resilientcc.schedules.optcc import UNLIKE_RING_MAX_EXCESS, unlike_excess
+
+    topo = apply_fail_specs(hierarchical(4, 8), ["0:1", "1:x1/2"])
+    size = Fraction(2**28)
+    assert unlike_excess(server_view(topo)) <= UNLIKE_RING_MAX_EXCESS
+    ring_s = optcc(topo, size)
+    assert ring_s.meta_get("variant") == "hierarchical ring"
+    direct_s = optcc(topo, size, hier_ring=False)
+    assert direct_s.meta_get("variant") == "direct"
+    fast, slow = simulate(ring_s, topo).time_s, simulate(direct_s, topo).time_s
+    bound = float(lower_bound(topo, size).seconds)
+    assert bound <= fast < 0.9 * slow
+    costly = apply_fail_specs(hierarchical(8, 8), ["0:1", "1:2", "2:x1/2"])
+    assert unlike_excess(server_view(costly)) > UNLIKE_RING_MAX_EXCESS
+    assert optcc(costly, size, check=False).meta_get("variant") == "direct"

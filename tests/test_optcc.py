@@ -335,7 +335,8 @@ VARIANT_TABLE = [
     (9, 5, "0:1", "weighted ring"),
     (4, 4, "0:1", "rings + decoupled direct"),
     (4, 4, "0:2", "direct"),
-    (4, 8, "0:1+1:x1/2", "direct"),
+    (4, 8, "0:1+1:x1/2", "hierarchical ring"),
+    (8, 8, "0:1+1:2+2:x1/2", "direct"),
 ]
 
 

@@ -129,6 +129,20 @@ against 1.166 / 1.303 (decoupled without slivers 1.140 / 1.124), but 6 servers 1
 1.123 against 1.082 / 1.104. :func:`~resilientcc.schedules.optcc.optcc` chooses between
 them (see its module).
 
+**Degraded servers that differ** (NICs lost on different rails, or some slowed:
+:func:`hier_ring_blocker` asks only that each one's alive NICs run at one bandwidth) are
+each decoupled the same way, without a sliver. Each rail ``q``'s part is cut into one
+class per rail that the servers that lost ``q`` kept (:func:`unlike_splits`); a
+degraded server exchanges a class on ``q`` where alive, else on the class's rail, so
+it spreads what it lost evenly over what it kept, for every owner and every piece
+(:func:`unlike_classes`). The parts' sizes come from a small linear program that
+makes the busiest NIC's time least (:func:`unlike_sizes`): a server whose NICs all run
+at half speed needs every part near ``1/8``, while a server that lost NICs would like
+more on its dead rails. 1 GiB, × the bound, 8 servers, 2 NICs lost on one and every NIC
+at half speed on another: 1.126 (the direct schedule, which ran there before, 1.302);
+4 lost beside half speed 1.137 (1.294), 6 lost 1.021 (1.105); 4 / 12 / 16 servers, 1
+or 2 lost beside half speed 1.065 / 1.119 / 1.102 (1.263 / 1.398 / 1.512).
+
 Both ways: from :data:`TWO_WAY_MIN_HEALTHY` healthy servers on, each shard's
 reduce-scatter runs as two chains that meet at its owner, one forward from the ranks
 before it and one backward from those after it, and its all-gather leaves the owner both
@@ -224,6 +238,7 @@ __all__ = [
     "MAX_SLIVER_LAG",
     "NETWORKS",
     "RING",
+    "SIZE_GRID",
     "SLIVER_CHANNEL",
     "STAGE_CHANNEL",
     "TWO_WAY_FIRST_PIECES",
@@ -241,11 +256,20 @@ __all__ = [
     "default_sliver_lag",
     "default_two_way_first",
     "default_two_way_last",
+    "degraded_alike",
+    "exchange_rail",
     "hier_ring",
+    "hier_ring_blocker",
     "hier_ring_classes",
     "sliver_class_sizes",
     "staging_gpu",
+    "unlike_classes",
+    "unlike_sizes",
+    "unlike_splits",
 ]
+
+#: the rails' parts of :func:`unlike_classes` are multiples of ``1/SIZE_GRID``
+SIZE_GRID = 4096
 
 #: ``network`` values: NCCL-style rings, or recursive halving and doubling
 #: (:meth:`~resilientcc.schedules._build.Builder.halving_pass`)
@@ -293,6 +317,192 @@ HOP_PIECE_BYTES = 2 * 2**20
 MAX_RING_PIECE_BYTES = Fraction(2**30, 96)
 
 
+def degraded_alike(servers: Sequence[ServerInfo]) -> bool:
+    """Whether the degraded servers are alike: the same NICs alive at the same bandwidth
+    (what :func:`~resilientcc.schedules.hier_pipeline.pipeline_blocker` asks)."""
+    return len({(sv.alive, sv.egress, sv.ingress) for sv in servers if not sv.healthy}) <= 1
+
+
+def hier_ring_blocker(servers: Sequence[ServerInfo]) -> str | None:
+    """Why the hierarchical ring cannot run on ``servers`` (``None`` if it can).
+
+    As :func:`~resilientcc.schedules.hier_pipeline.pipeline_blocker`, except that the
+    degraded servers may differ (each is decoupled, without a sliver, and the rails'
+    parts come from :func:`unlike_classes`); it needs two healthy servers.
+
+    >>> from resilientcc.topology import apply_fail_specs, hierarchical
+    >>> from resilientcc.schedules._build import server_view
+    >>> hier_ring_blocker(server_view(apply_fail_specs(hierarchical(4, 8), ["0:2", "1:x1/2"])))
+    >>> hier_ring_blocker(server_view(apply_fail_specs(hierarchical(3, 8), ["0:2", "1:x1/2"])))
+    'two healthy servers'
+    """
+    if len(servers) < 2:
+        return "two servers"
+    g = len(servers[0].ranks)
+    if any(len(sv.ranks) != g or sv.nics != g for sv in servers):
+        return "the same number of GPUs on every server and one NIC per GPU"
+    if any(not (sv.alive and sv.uniform_nics) for sv in servers if not sv.healthy):
+        return "the degraded server's alive NICs all at the same bandwidth"
+    if sum(1 for sv in servers if sv.healthy) < 2:
+        return "two healthy servers"
+    return None
+
+
+def exchange_rail(
+    sv: ServerInfo, rail: int, owner: int, owners: int, piece: int | None = None
+) -> int:
+    """The rail on which a degraded server ``sv`` exchanges the ``owner``-th healthy
+    server's shard of a class of ``rail``: ``rail`` where it is alive on ``sv``; else the
+    dead rails' shards are dealt over ``sv``'s alive rails.
+
+    Alike degraded servers (``piece`` None) deal the same every piece: the ``j``-th dead
+    rail's shard of owner ``x`` on alive rail ``(j·owners + x) mod a``
+    (:func:`dealt_evenly`). Degraded servers that differ deal in turn, piece by piece:
+    on alive rail ``(j + x·L + piece) mod a`` with ``L`` dead rails, so that within a
+    piece an owner's dead-rail shards take different rails, and over ``a`` pieces each
+    takes every alive rail once (every owner's NICs then see ``sv``'s traffic alike on
+    average, whatever ``L``, ``a`` and the owners).
+
+    >>> from resilientcc.topology import fail_nics, hierarchical
+    >>> from resilientcc.schedules._build import server_view
+    >>> sv = server_view(fail_nics(hierarchical(4, 8), 0, [0, 1]))[0]
+    >>> exchange_rail(sv, 5, 0, 3), [exchange_rail(sv, 1, x, 3) for x in range(3)]
+    (5, [5, 6, 7])
+    >>> [exchange_rail(sv, q, 1, 3, piece=0) for q in (0, 1)]
+    [4, 5]
+    """
+    if rail in sv.alive:
+        return rail
+    dead = [q for q in range(sv.nics) if q not in sv.alive]
+    j, a = dead.index(rail), len(sv.alive)
+    if piece is None:
+        return sv.alive[(j * owners + owner) % a]
+    return sv.alive[(j + owner * len(dead) + piece) % a]
+
+
+def unlike_splits(servers: Sequence[ServerInfo]) -> dict[int, list[int]]:
+    """For degraded servers that differ: each rail's part cut into one class per rail on
+    which the degraded servers that lost it exchange it (those alive on all of them).
+
+    A degraded server exchanges a class ``(q, c)`` on ``q`` where alive, else on ``c``
+    (:func:`unlike_classes`), so each one that lost ``q`` spreads ``q``'s part evenly over
+    its alive rails, for every owner and every piece. A rail no degraded server lost is
+    one class; where the servers that lost ``q`` have no alive rail in common, ``q`` is
+    one class, dealt in turn (:func:`exchange_rail`).
+
+    >>> from resilientcc.topology import apply_fail_specs, hierarchical
+    >>> from resilientcc.schedules._build import server_view
+    >>> t = apply_fail_specs(hierarchical(8, 4), ["0:nic0", "1:nic3x1/2", "2:nic3"])
+    >>> unlike_splits(server_view(t))
+    {0: [1, 2, 3], 1: [1], 2: [2], 3: [0, 1, 2]}
+    """
+    g = servers[0].nics
+    slow = [sv for sv in servers if not sv.healthy]
+    out = {}
+    for q in range(g):
+        lacking = [sv for sv in slow if q not in sv.alive]
+        common = [c for c in range(g) if all(c in sv.alive for sv in lacking)]
+        out[q] = common if lacking and common else [q]
+    return out
+
+
+def unlike_classes(servers: Sequence[ServerInfo]) -> list[PipeClass]:
+    """The rails' parts of a piece for degraded servers that differ, each decoupled: rail
+    ``q``'s part (:func:`unlike_sizes`) cut into the classes ``(q, c)`` of
+    :func:`unlike_splits`, alike.
+
+    >>> from resilientcc.topology import apply_fail_specs, hierarchical
+    >>> from resilientcc.schedules._build import server_view
+    >>> t = apply_fail_specs(hierarchical(8, 8), ["0:2", "1:x1/2"])
+    >>> cls = unlike_classes(server_view(t))  # rails 0 and 1 cut over rails 2-7
+    >>> len(cls), sorted({(c.rail, str(c.size)) for c in cls})[:3]
+    (18, [(0, '523/24576'), (1, '523/24576'), (2, '509/4096')])
+    """
+    sizes, _ = unlike_sizes(servers)
+    return [
+        PipeClass(q, c, sizes[q] / len(cut))
+        for q, cut in unlike_splits(servers).items()
+        if sizes[q] > 0
+        for c in cut
+    ]
+
+
+def unlike_sizes(servers: Sequence[ServerInfo]) -> tuple[list[Fraction], float]:
+    """The size of each rail's part of a piece (summing to 1) for degraded servers that
+    differ, each decoupled, and the busiest NIC's time (seconds per byte of the buffer).
+
+    Rail ``q``'s part ``s_q`` runs its rings among the ``N_h`` healthy servers on rail
+    ``q`` (``2(N_h − 1)/N_h · s_q`` each way on each one's rail-``q`` NIC), cut into the
+    classes ``(q, c)`` of :func:`unlike_splits`. A degraded server exchanges each class
+    with the owners (``1/N_h`` with each) on ``q`` where alive, else on ``c``, else dealt
+    over its alive rails in turn. The sizes make the busiest NIC's bytes over its
+    bandwidth least: a small linear program (HiGHS), its sizes rounded to multiples of
+    ``1/``:data:`SIZE_GRID`, summing to 1 exactly. A server that lost two NICs beside one
+    whose NICs all run at half speed (8 servers): the slow one needs every part near
+    ``1/8``; a little more on the first's dead rails (whose parts it does not load) and
+    the busiest NICs carry 2.2 % more than the bound's placement, ``2 M`` per server
+    bandwidth (equal parts: 2.8 %). The time returned is the busiest NIC's with the
+    rounded sizes.
+
+    >>> from resilientcc.topology import apply_fail_specs, hierarchical
+    >>> from resilientcc.schedules._build import server_view
+    >>> t = apply_fail_specs(hierarchical(8, 8), ["0:2", "1:x1/2"])
+    >>> sizes, busy = unlike_sizes(server_view(t))
+    >>> [int(x * SIZE_GRID) for x in sizes], round(busy * 50e9 * 8, 4)  # M / server bandwidth
+    ([523, 523, 509, 508, 509, 508, 508, 508], 2.045)
+    """
+    from scipy.optimize import linprog  # only here: the one LP of the schedules
+
+    g = servers[0].nics
+    slow = [sv for sv in servers if not sv.healthy]
+    no = sum(1 for sv in servers if sv.healthy)
+    top = max(max(sv.nic_bw) for sv in servers if sv.nic_bw)
+    splits = unlike_splits(servers)
+    # coefficients of the sizes s_0 .. s_{g-1} in each degraded server's load per rail
+    loads = {(sv.index, r): [0.0] * g for sv in slow for r in sv.alive}
+    for sv in slow:
+        for q, cut in splits.items():
+            for c in cut:
+                share = 1 / len(cut)
+                if q in sv.alive or c in sv.alive:
+                    loads[(sv.index, q if q in sv.alive else c)][q] += share
+                else:  # dealt in turn: on average alike on every alive rail
+                    for r in sv.alive:
+                        loads[(sv.index, r)][q] += share / len(sv.alive)
+    rows = [[*row, -float(servers[s].nic_bw[r] / top)] for (s, r), row in loads.items()]
+    for r in range(g):  # a healthy server's rail-r NIC (all alike at full bandwidth)
+        row = [0.0] * g
+        row[r] += 2 * (no - 1) / no
+        for sv in slow:
+            if r in sv.alive:
+                row = [x + y / no for x, y in zip(row, loads[(sv.index, r)], strict=True)]
+        rows.append([*row, -1.0])
+    res = linprog(
+        c=[0.0] * g + [1.0],
+        A_ub=rows,
+        b_ub=[0.0] * len(rows),
+        A_eq=[[1.0] * g + [0.0]],
+        b_eq=[1.0],
+        bounds=[(0, None)] * (g + 1),
+        method="highs",
+    )
+    if res.status != 0:
+        raise ScheduleError(f"optcc: no sizes for the rails' parts ({res.message})")
+    # on a grid of 1/SIZE_GRID (small denominators for the chunk grid), summing to 1
+    # (largest remainders: each part within one step of the program's)
+    exact = [max(float(v), 0.0) * SIZE_GRID for v in res.x[:g]]
+    units = [math.floor(x) for x in exact]
+    for q in sorted(range(g), key=lambda q: units[q] - exact[q])[: SIZE_GRID - sum(units)]:
+        units[q] += 1
+    sizes = [Fraction(u, SIZE_GRID) for u in units]
+    # the busiest NIC with the rounded sizes: its bytes per byte of the buffer over its
+    # bandwidth
+    busy = max(
+        -sum(c * float(x) for c, x in zip(row[:-1], sizes, strict=True)) / row[-1] for row in rows
+    )
+    return sizes, busy / float(top)
+
+
 def hier_ring_classes(
     servers: Sequence[ServerInfo], sliver: Fraction = Fraction(0)
 ) -> list[PipeClass]:
@@ -312,7 +522,9 @@ def hier_ring_classes(
     degraded = [sv for sv in servers if not sv.healthy]
     if not degraded:
         return [PipeClass(c, c, Fraction(1, g)) for c in range(g)]
-    d = degraded[0]  # several are alike (pipeline_blocker): the same NICs dead
+    if not degraded_alike(servers):
+        return unlike_classes(servers)
+    d = degraded[0]  # alike (degraded_alike): the same NICs dead
     dead = [q for q in range(g) if q not in d.alive]
     n_h = len(servers) - len(degraded)
     a = len(d.alive)
@@ -358,7 +570,7 @@ def default_sliver(servers: Sequence[ServerInfo]) -> Fraction:
     Fraction(1, 21)
     """
     degraded = [sv for sv in servers if not sv.healthy]
-    if not degraded:
+    if not degraded or not degraded_alike(servers):
         return Fraction(0)
     d, n_d = degraded[0], len(degraded)
     g = d.nics
@@ -645,8 +857,8 @@ def hier_ring(
 ) -> list[PipeClass]:
     """Add the hierarchical ring AllReduce of the whole buffer to ``b`` (see the module docs).
 
-    ``servers`` must pass :func:`~resilientcc.schedules.hier_pipeline.pipeline_blocker`
-    and have at least two healthy ones; ``size`` (bytes) scales the ordering estimates
+    ``servers`` must pass :func:`hier_ring_blocker`
+    (two healthy servers among them); ``size`` (bytes) scales the ordering estimates
     and the default egress window. ``net_window`` and ``egress_window`` (in pieces, 0 =
     off) hold the straggler's partials back (``egress_window`` default
     :func:`default_egress_window`);
@@ -692,7 +904,7 @@ def hier_ring(
     if flat_last is None:
         flat_last = default_flat_tail(size, pieces)
     g = servers[0].nics
-    slow = [sv for sv in servers if not sv.healthy]  # alike (pipeline_blocker)
+    slow = [sv for sv in servers if not sv.healthy]
     degraded = slow[0] if slow else None
     # every degraded server is decoupled, each owning a sliver where it can
     stragglers = [sv.index for sv in slow]
@@ -745,7 +957,6 @@ def hier_ring(
             b.ring_all_gather(ring, shards, channel, net=True, release=at, step_release=step)
 
     alive_d = list(degraded.alive) if degraded is not None else []
-    dead_pos = {q: j for j, q in enumerate(q for q in range(g) if q not in alive_d)}
     owner_pos = {t: x for x, t in enumerate(owners)}
     w = default_sliver(servers) if sliver is None else Fraction(sliver)
     if not 0 <= w < 1:
@@ -757,9 +968,11 @@ def hier_ring(
     last_both = default_two_way_last(w, halving) if two_way_last is None else two_way_last
     if last_both < 0:
         raise ScheduleError(f"optcc: two_way_last must be at least 0, got {two_way_last}")
-    if w and (not stragglers or any(cl.rail_d < 0 for cl in classes)):
+    if w and (
+        not stragglers or not degraded_alike(servers) or any(cl.rail_d < 0 for cl in classes)
+    ):
         raise ScheduleError(
-            "optcc: a sliver needs degraded servers whose dead rails are cut, not dealt"
+            "optcc: a sliver needs degraded servers alike whose dead rails are cut, not dealt"
         )
     if len(stragglers) * w >= 1:
         raise ScheduleError(
@@ -768,18 +981,24 @@ def hier_ring(
     piece = Fraction(1, pieces)
     nbytes = float(size)
 
-    def rail_of(cl: PipeClass, s: int, t: int) -> int:
+    # degraded servers that differ deal their dead rails' shards anew every piece
+    unlike = not degraded_alike(servers)
+
+    def rail_of(cl: PipeClass, s: int, t: int, k: int = 0) -> int:
         """The rail on which a degraded server ``s`` exchanges owner ``t``'s shard of ``cl``
-        (the class's own rail on a healthy ``s``)."""
+        in piece ``k`` (the class's own rail on a healthy ``s``)."""
         if s not in stragglers:
             return cl.rail
-        if cl.rail_d >= 0:
+        sv = servers[s]
+        if unlike and cl.rail in sv.alive:
+            return cl.rail
+        if cl.rail_d >= 0 and cl.rail_d in sv.alive:
             return cl.rail_d
-        # the dead rails' shards, owner by owner, dealt over d's alive rails in turn
-        return alive_d[(dead_pos[cl.rail] * no + owner_pos[t]) % len(alive_d)]
+        # the dead rails' shards, owner by owner, dealt over its alive rails
+        return exchange_rail(sv, cl.rail, owner_pos[t], no, k if unlike else None)
 
-    def gpu(s: int, cl: PipeClass, t: int) -> int:
-        return servers[s].rail_rank(rail_of(cl, s, t))
+    def gpu(s: int, cl: PipeClass, t: int, k: int = 0) -> int:
+        return servers[s].rail_rank(rail_of(cl, s, t, k))
 
     local_rings = nvlink_rings(servers)
     stage = stage and g > max(1, len(stragglers))
@@ -951,6 +1170,9 @@ def hier_ring(
         chunk = {(i, t): b.chunk(piece * classes[i].size * ring_part / no) for i, t in keys}
         groups: dict[int, list[list[int]]] = {s: [[] for _ in range(g)] for s in local_rings}
         ag_groups: dict[int, list[list[int]]] = {s: [[] for _ in range(g)] for s in local_rings}
+        if unlike and k:
+            for s in stragglers:  # their dealt shards move to other GPUs
+                slots[s] = [position[s][gpu(s, classes[i], t, k)] for i, t in keys]
         for s, slot in slots.items():
             for e in rs_order[s]:
                 groups[s][slot[e]].append(chunk[keys[e]])
@@ -980,7 +1202,7 @@ def hier_ring(
             shards = [[chunk[(i, t)]] for t in owners]
             for x, sd in enumerate(stragglers):
                 for t in owners:
-                    src = gpu(sd, cl, t)
+                    src = gpu(sd, cl, t, k)
                     deps = list(returns_into.get((k - net_window, src), ()) if net_window else ())
                     if egress_window:
                         deps += sent_from.get((k - egress_window, src), ())
@@ -989,7 +1211,7 @@ def hier_ring(
                         lands[(i, t, x)],
                         chunk[(i, t)],
                         COPY if stage else REDUCE,
-                        rail_of(cl, sd, t),
+                        rail_of(cl, sd, t, k),
                         net=True,
                         deps=deps,
                         release=t_net,
@@ -1010,13 +1232,13 @@ def hier_ring(
                         )
             for sd in stragglers:
                 for t in owners:
-                    dst = gpu(sd, cl, t)
+                    dst = gpu(sd, cl, t, k)
                     tid = b.add(
                         gpu(t, cl, t),
                         dst,
                         chunk[(i, t)],
                         COPY,
-                        rail_of(cl, sd, t) + g,
+                        rail_of(cl, sd, t, k) + g,
                         net=True,
                         release=t_back,
                     )

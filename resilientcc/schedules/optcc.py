@@ -10,7 +10,8 @@ topology, and each can be asked for.
 
 **Direct** (:mod:`~resilientcc.schedules.direct`; the default where none of the others
 can run: servers with unlike GPU or NIC counts, or several degraded servers too unlike to
-be seen alike by :func:`alike_view`). Four pipelined
+be seen alike by :func:`alike_view` where decoupling them all costs more than
+:data:`UNLIKE_RING_MAX_EXCESS`). Four pipelined
 stages with one network hop each way: the servers reduce each shard over NVLink trees,
 send their partials straight to its owner, which reduces and broadcasts them and sends
 the result straight back. A straggler that owns nothing is *decoupled* (it gets the
@@ -76,7 +77,13 @@ own slivers, and where they own a share but no sliver sizes balance the NICs fro
 where decoupling costs at most :data:`SEVERAL_RING_MAX_EXCESS` (:func:`decoupled_excess`);
 elsewhere they get the pipelined schedule (1 GiB, two of 8 servers with half their NICs
 lost: 1.030 × the bound against 1.127; two of 16 with 2 of 8 lost: 1.051 against
-1.303).
+1.303). Several degraded servers that differ, where :func:`alike_view` gives up, are
+each decoupled too, without slivers, on rails' parts sized by a small linear program
+(:func:`~resilientcc.schedules.hier_ring.unlike_sizes`): the default wherever that
+loads the busiest NIC at most :data:`UNLIKE_RING_MAX_EXCESS` above the bound's
+water-filling (:func:`unlike_excess`), and the direct schedule elsewhere (1 GiB, 8
+servers, 2 NICs lost on one and every NIC at half speed on another: 1.126 × the bound
+against 1.302).
 
 **Weighted ring** (:mod:`~resilientcc.schedules.weighted_ring`; the default above
 :data:`PIPELINE_MAX_SERVERS` servers when the one degraded server keeps more than 3/4 of
@@ -150,6 +157,9 @@ from resilientcc.schedules.hier_ring import (
     default_sliver_lag,
     default_two_way_first,
     default_two_way_last,
+    degraded_alike,
+    hier_ring_blocker,
+    unlike_sizes,
 )
 from resilientcc.schedules.hier_ring import hier_ring as hier_ring_schedule
 from resilientcc.schedules.ir import Schedule
@@ -171,11 +181,13 @@ __all__ = [
     "SEVERAL_RING_MIN_SERVERS",
     "SEVERAL_SLIVER_MIN_SERVERS",
     "SLIVER_MIN_SERVERS",
+    "UNLIKE_RING_MAX_EXCESS",
     "alike_view",
     "balanced_shares",
     "decoupled_excess",
     "lone_healthy_view",
     "optcc",
+    "unlike_excess",
     "water_filling_time",
 ]
 
@@ -230,6 +242,11 @@ HALVING_MIN_SERVERS = 64
 #: the pieces of the cut-down ring from :data:`HALVING_MIN_SERVERS` servers on (1024 GPUs:
 #: 647,552 transfers, 1.234 × the bound, about 9 s to generate and 8-9 s to simulate)
 HALVING_PIECES = 16
+
+#: degraded servers that differ get the hierarchical ring, each decoupled, where its
+#: busiest NIC is at most this far above the bound's water-filling (:func:`unlike_excess`);
+#: else the direct schedule
+UNLIKE_RING_MAX_EXCESS = 0.09
 
 #: :func:`alike_view` gives up at most this fraction of the water-filling time to see
 #: several degraded servers alike: the pipelined schedule it enables measured 1.18-1.26 ×
@@ -374,6 +391,20 @@ def decoupled_excess(servers: Sequence[ServerInfo]) -> Fraction:
     return busy / water_filling_time({sv.index: sv.bandwidth for sv in servers}) - 1
 
 
+def unlike_excess(servers: Sequence[ServerInfo]) -> float:
+    """How far the busiest NIC's time of the hierarchical ring with degraded servers that
+    differ, each decoupled (:func:`~resilientcc.schedules.hier_ring.unlike_sizes`),
+    exceeds the bound's water-filling (:func:`water_filling_time`), as a fraction.
+
+    >>> from resilientcc.topology import apply_fail_specs, hierarchical
+    >>> from resilientcc.schedules._build import server_view
+    >>> round(unlike_excess(server_view(apply_fail_specs(hierarchical(8, 8), ["0:2", "1:x1/2"]))), 4)
+    0.0225
+    """
+    _, busy = unlike_sizes(servers)
+    return busy / float(water_filling_time({sv.index: sv.bandwidth for sv in servers})) - 1
+
+
 def _degraded(servers: Sequence[ServerInfo]) -> list[ServerInfo]:
     """The degraded servers (dead or slowed NICs), in order."""
     return [sv for sv in servers if not sv.healthy]
@@ -416,6 +447,20 @@ def _use_hier_ring(
     # 5.815; with 2 lost on 8 servers, where it owns a share, 5.839 against 5.394, 5.401
     # with the ring's later spacing and depth; 1 lost: 5.403 against 5.189)
     degraded = _degraded(servers)
+    if asked is None and not degraded_alike(servers):
+        # degraded servers that differ (alike_view gave up): each decoupled, on the
+        # rails' parts of unlike_sizes, or the direct schedule. 1 GiB, × the bound, ring /
+        # direct (unlike_excess): 8 servers, 2 NICs lost on one and all at half speed on
+        # another 1.113 / 1.302 (2.2 %), 4 lost beside half speed 1.137 / 1.294, 6 lost
+        # 1.021 / 1.105 (0); 4 / 6 / 12 servers, 1 or 2 lost beside half speed 1.075 /
+        # 1.263 (3.2 %), 1.182 / 1.286 (1.6 %), 1.118 / 1.398 (1.3 %); 8 servers, three
+        # degraded: 4 + 2 lost beside half speed 1.282 / 1.358 (8.8 %), 2 lost + NIC 7 lost
+        # beside half speed 1.310 / 1.299 (10 %), 1 + 2 lost 1.324 / 1.312 (11.4 %)
+        return (
+            not other
+            and hier_ring_blocker(servers) is None
+            and unlike_excess(servers) <= UNLIKE_RING_MAX_EXCESS
+        )
     owns_nothing = any(shares[sv.index] == 0 for sv in degraded)
     # from six servers on, a straggler that owns a share gets it as the hierarchical
     # ring's sliver (hier_ring.default_sliver). 1 GiB, 1 / 2 NICs lost: 6 servers 5.022
@@ -464,9 +509,7 @@ def _use_hier_ring(
     )
     if asked is False or (asked is None and few and not owns_nothing):
         return False
-    blocker = pipeline_blocker(servers)
-    if blocker is None and len(servers) - len(degraded) < 2:
-        blocker = "two healthy servers"
+    blocker = hier_ring_blocker(servers)
     if asked:
         if other:
             raise ScheduleError(
