@@ -849,18 +849,33 @@ def _foreign(algo: ET.Element, ngpus: int, big_l: int, where: str) -> Schedule:
 def _drop_implied(deps: list[set[int]], order: Sequence[int]) -> None:
     """Remove, in place, each dependency that another dependency of the same transfer
     already implies (a transitive reduction; ``order`` is a topological order of ``deps``).
-    What happens before what is unchanged, and checks of the program need fewer edges."""
-    before: dict[int, int] = {}  # each transfer's ancestors, as a bit set
+    What happens before what is unchanged, and checks of the program need fewer edges.
+
+    Each transfer's ancestors are kept as a bit set only until its last dependent has
+    been reduced, so memory grows with the program's width (the transfers whose
+    dependents are still ahead, about one per threadblock) times its length, not with
+    the square of its length."""
+    before: dict[int, int] = {}  # the ancestors of transfers still depended on, as bit sets
+    waiting = [0] * len(deps)  # dependents not reduced yet
+    for ds in deps:
+        for d in ds:
+            waiting[d] += 1
     for i in order:
+        mine = deps[i]
         implied = 0
-        for d in deps[i]:
+        for d in mine:
             implied |= before[d]
         if implied:
-            deps[i] = {d for d in deps[i] if not (implied >> d) & 1}
+            deps[i] = {d for d in mine if not (implied >> d) & 1}
         bits = implied
         for d in deps[i]:
             bits |= 1 << d
-        before[i] = bits
+        if waiting[i]:
+            before[i] = bits
+        for d in mine:
+            waiting[d] -= 1
+            if not waiting[d]:
+                del before[d]
 
 
 @dataclass(frozen=True)
