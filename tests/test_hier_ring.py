@@ -54,6 +54,7 @@ from resilientcc.topology import (
     fail_nics,
     hierarchical,
     scale_server_nics,
+    switch_model,
 )
 from resilientcc.verify import PROVED, verify
 
@@ -631,6 +632,11 @@ def test_hier_ring_asked_where_it_cannot_run() -> None:
     assert optcc(two, M, hier_ring=True, check=False).meta_get("variant") == "hierarchical ring"
     with pytest.raises(ScheduleError, match="pipeline needs the degraded servers' NICs alike"):
         optcc(two, M, pipeline=True)
+    # the switch model knows no NICs: two endpoints slowed unlike get the direct schedule
+    endpoints = switch_model([100, 100, 100, 100, 100, 100, 50, 75])
+    assert optcc(endpoints, M, pieces=2).meta_get("variant") == "direct"
+    with pytest.raises(ScheduleError, match="not a switch model"):
+        optcc(endpoints, M, hier_ring=True)
     # a degraded server's alive NICs at two bandwidths (optcc sees it through usable_view)
     uneven = server_view(degrade_link(hierarchical(4, 4), "s0.nic1", "rail1", Fraction(1, 2)))
     assert hier_ring_blocker(uneven) == "the degraded server's alive NICs all at the same bandwidth"

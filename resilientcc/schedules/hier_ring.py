@@ -343,6 +343,8 @@ def hier_ring_blocker(servers: Sequence[ServerInfo]) -> str | None:
         return "the same number of GPUs on every server and one NIC per GPU"
     if any(not (sv.alive and sv.uniform_nics) for sv in servers if not sv.healthy):
         return "the degraded server's alive NICs all at the same bandwidth"
+    if not degraded_alike(servers) and not all(sv.nic_bw for sv in servers):
+        return "each NIC's bandwidth (not a switch model) where the degraded servers differ"
     if sum(1 for sv in servers if sv.healthy) < 2:
         return "two healthy servers"
     return None
