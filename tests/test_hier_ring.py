@@ -1021,3 +1021,26 @@ def test_optcc_rings_around_unlike_servers_where_decoupling_costs_little() -> No
     costly = apply_fail_specs(hierarchical(8, 8), ["0:1", "1:2", "2:x1/2"])
     assert unlike_excess(server_view(costly)) > UNLIKE_RING_MAX_EXCESS
     assert optcc(costly, size, check=False).meta_get("variant") == "direct"
+
+
+def test_a_rail_lost_with_no_rail_kept_in_common_is_dealt_in_turn() -> None:
+    """Rail 0 lost on two servers that kept no rail in common: its part is one class,
+    each server deals its owners' shards over its alive rails anew every piece (so over
+    the pieces each alive rail carries some), and Z3 proves the schedule (5 × 4 GPUs,
+    3 pieces)."""
+    topo = apply_fail_specs(hierarchical(5, 4), ["0:nic0,nic1", "1:nic0,nic2,nic3"])
+    view = server_view(topo)
+    assert unlike_splits(view)[0] == [0]
+    s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=3)
+    rail0 = {c.index for c in s.chunks if c.size == Fraction(1, 2 * 3 * 3)}  # 1/2 of a piece
+    sent = Counter(t.channel for t in s.transfers if t.src // 4 == 0 and t.dst // 4 >= 2)
+    assert rail0 and sent[2] and sent[3] and not sent[0] and not sent[1]
+    # each owner gets server 0's partial of rail 0 on another rail from piece to piece
+    rails_to: dict[int, list[int]] = {}
+    for t in s.transfers:
+        if t.src // 4 == 0 and t.dst // 4 >= 2 and t.chunk in rail0:
+            rails_to.setdefault(t.dst // 4, []).append(t.channel)
+    assert sorted(rails_to) == [2, 3, 4]
+    assert all(len(set(rails)) > 1 for rails in rails_to.values())
+    r = verify(s)
+    assert r.verdict == PROVED, str(r)

@@ -420,10 +420,11 @@ def unlike_classes(servers: Sequence[ServerInfo]) -> list[PipeClass]:
     >>> len(cls), sorted({(c.rail, str(c.size)) for c in cls})[:3]
     (18, [(0, '523/24576'), (1, '523/24576'), (2, '509/4096')])
     """
-    sizes, _ = unlike_sizes(servers)
+    splits = unlike_splits(servers)
+    sizes, _ = _unlike_sizes(servers, splits)
     return [
         PipeClass(q, c, sizes[q] / len(cut))
-        for q, cut in unlike_splits(servers).items()
+        for q, cut in splits.items()
         if sizes[q] > 0
         for c in cut
     ]
@@ -453,13 +454,19 @@ def unlike_sizes(servers: Sequence[ServerInfo]) -> tuple[list[Fraction], float]:
     >>> [int(x * SIZE_GRID) for x in sizes], round(busy * 50e9 * 8, 4)  # M / server bandwidth
     ([523, 523, 509, 508, 509, 508, 508, 508], 2.045)
     """
+    return _unlike_sizes(servers, unlike_splits(servers))
+
+
+def _unlike_sizes(
+    servers: Sequence[ServerInfo], splits: dict[int, list[int]]
+) -> tuple[list[Fraction], float]:
+    """:func:`unlike_sizes` for the classes of ``splits`` (:func:`unlike_splits`)."""
     from scipy.optimize import linprog  # only here: the one LP of the schedules
 
     g = servers[0].nics
     slow = [sv for sv in servers if not sv.healthy]
     no = sum(1 for sv in servers if sv.healthy)
     top = max(max(sv.nic_bw) for sv in servers if sv.nic_bw)
-    splits = unlike_splits(servers)
     # coefficients of the sizes s_0 .. s_{g-1} in each degraded server's load per rail
     loads = {(sv.index, r): [0.0] * g for sv in slow for r in sv.alive}
     for sv in slow:
@@ -970,9 +977,8 @@ def hier_ring(
     last_both = default_two_way_last(w, halving) if two_way_last is None else two_way_last
     if last_both < 0:
         raise ScheduleError(f"optcc: two_way_last must be at least 0, got {two_way_last}")
-    if w and (
-        not stragglers or not degraded_alike(servers) or any(cl.rail_d < 0 for cl in classes)
-    ):
+    unlike = not degraded_alike(servers)
+    if w and (not stragglers or unlike or any(cl.rail_d < 0 for cl in classes)):
         raise ScheduleError(
             "optcc: a sliver needs degraded servers alike whose dead rails are cut, not dealt"
         )
@@ -983,21 +989,24 @@ def hier_ring(
     piece = Fraction(1, pieces)
     nbytes = float(size)
 
-    # degraded servers that differ deal their dead rails' shards anew every piece
-    unlike = not degraded_alike(servers)
-
     def rail_of(cl: PipeClass, s: int, t: int, k: int = 0) -> int:
         """The rail on which a degraded server ``s`` exchanges owner ``t``'s shard of ``cl``
-        in piece ``k`` (the class's own rail on a healthy ``s``)."""
-        if s not in stragglers:
-            return cl.rail
+        in piece ``k``: the class's rail where alive (always on a healthy ``s``), else its
+        ``rail_d`` where alive, else dealt (:func:`exchange_rail`; degraded servers that
+        differ deal anew every piece)."""
         sv = servers[s]
-        if unlike and cl.rail in sv.alive:
+        if cl.rail in sv.alive:
             return cl.rail
         if cl.rail_d >= 0 and cl.rail_d in sv.alive:
             return cl.rail_d
-        # the dead rails' shards, owner by owner, dealt over its alive rails
         return exchange_rail(sv, cl.rail, owner_pos[t], no, k if unlike else None)
+
+    # where degraded servers that differ deal some shards, their rails change every piece
+    turning = unlike and any(
+        cl.rail not in servers[s].alive and cl.rail_d not in servers[s].alive
+        for cl in classes
+        for s in stragglers
+    )
 
     def gpu(s: int, cl: PipeClass, t: int, k: int = 0) -> int:
         return servers[s].rail_rank(rail_of(cl, s, t, k))
@@ -1172,7 +1181,7 @@ def hier_ring(
         chunk = {(i, t): b.chunk(piece * classes[i].size * ring_part / no) for i, t in keys}
         groups: dict[int, list[list[int]]] = {s: [[] for _ in range(g)] for s in local_rings}
         ag_groups: dict[int, list[list[int]]] = {s: [[] for _ in range(g)] for s in local_rings}
-        if unlike and k:
+        if turning and k:
             for s in stragglers:  # their dealt shards move to other GPUs
                 slots[s] = [position[s][gpu(s, classes[i], t, k)] for i, t in keys]
         for s, slot in slots.items():
