@@ -370,8 +370,8 @@ def exchange_rail(
     >>> sv = server_view(fail_nics(hierarchical(4, 8), 0, [0, 1]))[0]
     >>> exchange_rail(sv, 5, 0, 3), [exchange_rail(sv, 1, x, 3) for x in range(3)]
     (5, [5, 6, 7])
-    >>> [exchange_rail(sv, q, 1, 3, piece=0) for q in (0, 1)]
-    [4, 5]
+    >>> tuple(exchange_rail(sv, q, 1, 3, piece=0) for q in (0, 1))
+    (4, 5)
     """
     if rail in sv.alive:
         return rail
