@@ -1032,7 +1032,9 @@ def test_a_rail_lost_with_no_rail_kept_in_common_is_dealt_in_turn() -> None:
     view = server_view(topo)
     assert unlike_splits(view)[0] == [0]
     s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=3)
-    rail0 = {c.index for c in s.chunks if c.size == Fraction(1, 2 * 3 * 3)}  # 1/2 of a piece
+    (part,) = [cl.size for cl in hier_ring_classes(view) if cl.rail == 0]
+    assert part not in {cl.size for cl in hier_ring_classes(view) if cl.rail != 0}
+    rail0 = {c.index for c in s.chunks if c.size == part / 3 / 3}  # 3 pieces, 3 owners
     sent = Counter(t.channel for t in s.transfers if t.src // 4 == 0 and t.dst // 4 >= 2)
     assert rail0 and sent[2] and sent[3] and not sent[0] and not sent[1]
     # each owner gets server 0's partial of rail 0 on another rail from piece to piece
@@ -1044,3 +1046,16 @@ def test_a_rail_lost_with_no_rail_kept_in_common_is_dealt_in_turn() -> None:
     assert all(len(set(rails)) > 1 for rails in rails_to.values())
     r = verify(s)
     assert r.verdict == PROVED, str(r)
+
+
+def test_unlike_sizes_spread_where_a_degraded_server_binds() -> None:
+    """Where a degraded server's NICs bind (6 of 8 lost beside every NIC at half speed:
+    its two NICs carry ``M``, 4 · M per server bandwidth, the bound), every sizing is
+    optimal for the busiest NIC; the second program spreads the parts over every rail so
+    that the busiest healthy NIC carries least (the first alone left four rails empty)."""
+    view = server_view(apply_fail_specs(hierarchical(8, 8), ["0:6", "1:x1/2"]))
+    sizes, busy = unlike_sizes(view)
+    assert busy * 50e9 * 8 == pytest.approx(4.0, rel=1e-9)
+    assert all(x > 0 for x in sizes) and sum(sizes) == 1
+    # the two rails alive on server 0 carry its dealt parts, so less of their own
+    assert sizes[6] == sizes[7] < min(sizes[:6])

@@ -82,7 +82,7 @@ each decoupled too, without slivers, on rails' parts sized by a small linear pro
 (:func:`~resilientcc.schedules.hier_ring.unlike_sizes`): the default wherever that
 loads the busiest NIC at most :data:`UNLIKE_RING_MAX_EXCESS` above the bound's
 water-filling (:func:`unlike_excess`), and the direct schedule elsewhere (1 GiB, 8
-servers, 2 NICs lost on one and every NIC at half speed on another: 1.126 × the bound
+servers, 2 NICs lost on one and every NIC at half speed on another: 1.133 × the bound
 against 1.302).
 
 **Weighted ring** (:mod:`~resilientcc.schedules.weighted_ring`; the default above
@@ -451,11 +451,11 @@ def _use_hier_ring(
         # degraded servers that differ (alike_view gave up): each decoupled, on the
         # rails' parts of unlike_sizes, or the direct schedule. 1 GiB, × the bound, ring /
         # direct (unlike_excess): 8 servers, 2 NICs lost on one and all at half speed on
-        # another 1.113 / 1.302 (2.2 %), 4 lost beside half speed 1.137 / 1.294, 6 lost
-        # 1.021 / 1.105 (0); 4 / 6 / 12 servers, 1 or 2 lost beside half speed 1.075 /
-        # 1.263 (3.2 %), 1.182 / 1.286 (1.6 %), 1.118 / 1.398 (1.3 %); 8 servers, three
-        # degraded: 4 + 2 lost beside half speed 1.282 / 1.358 (8.8 %), 2 lost + NIC 7 lost
-        # beside half speed 1.310 / 1.299 (10 %), 1 + 2 lost 1.324 / 1.312 (11.4 %)
+        # another 1.133 / 1.302 (2.2 %), 4 lost beside half speed 1.137 / 1.294 (4.4 %), 6
+        # lost 1.019 / 1.105 (0); 4 / 6 / 12 servers, 1 or 2 lost beside half speed 1.059
+        # / 1.263 (3.3 %), 1.182 / 1.286 (1.6 %), 1.119 / 1.398 (1.3 %); 8 servers, three
+        # degraded: 4 + 2 lost beside half speed 1.273 / 1.358 (8.9 %), 2 lost + NIC 7 lost
+        # beside half speed 1.361 / 1.299 (10.1 %), 1 + 2 lost 1.324 / 1.312 (11.5 %)
         return (
             not other
             and hier_ring_blocker(servers) is None
