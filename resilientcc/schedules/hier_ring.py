@@ -210,6 +210,7 @@ connection deadlocks.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -420,11 +421,10 @@ def unlike_classes(servers: Sequence[ServerInfo]) -> list[PipeClass]:
     >>> len(cls), sorted({(c.rail, str(c.size)) for c in cls})[:3]
     (18, [(0, '523/24576'), (1, '523/24576'), (2, '127/1024')])
     """
-    splits = unlike_splits(servers)
-    sizes, _ = _unlike_sizes(servers, splits)
+    splits, sizes, _ = _unlike_plan(tuple(servers))
     return [
         PipeClass(q, c, sizes[q] / len(cut))
-        for q, cut in splits.items()
+        for q, cut in enumerate(splits)
         if sizes[q] > 0
         for c in cut
     ]
@@ -456,14 +456,20 @@ def unlike_sizes(servers: Sequence[ServerInfo]) -> tuple[list[Fraction], float]:
     >>> [int(x * SIZE_GRID) for x in sizes], round(busy * 50e9 * 8, 4)  # M / server bandwidth
     ([523, 523, 508, 509, 509, 508, 508, 508], 2.045)
     """
-    return _unlike_sizes(servers, unlike_splits(servers))
+    _, sizes, busy = _unlike_plan(tuple(servers))
+    return list(sizes), busy
 
 
-def _unlike_sizes(
-    servers: Sequence[ServerInfo], splits: dict[int, list[int]]
-) -> tuple[list[Fraction], float]:
-    """:func:`unlike_sizes` for the classes of ``splits`` (:func:`unlike_splits`)."""
-    from scipy.optimize import linprog  # only here: the one LP of the schedules
+@functools.lru_cache(maxsize=32)
+def _unlike_plan(
+    servers: tuple[ServerInfo, ...],
+) -> tuple[tuple[tuple[int, ...], ...], tuple[Fraction, ...], float]:
+    """Each rail's classes (:func:`unlike_splits`), the sizes and the busiest NIC's time
+    of :func:`unlike_sizes`; cached, as OptCC's choice (``unlike_excess``) and the
+    schedule both ask for them."""
+    from scipy.optimize import linprog  # scipy only here: the schedules' linear programs
+
+    splits = unlike_splits(servers)
 
     g = servers[0].nics
     slow = [sv for sv in servers if not sv.healthy]
@@ -507,23 +513,23 @@ def _unlike_sizes(
     # the busiest NIC's time least; then, keeping it, the busiest healthy NIC's (where a
     # degraded server binds, the healthy NICs are otherwise left to any optimal corner:
     # 8 servers, 6 NICs lost on one, the parts of only four rails)
-    x = solve(rows, [0.0] * len(rows))
-    least = x[g] * (1 + 1e-9)
+    first = solve(rows, [0.0] * len(rows))
+    least = first[g] * (1 + 1e-9)
     fixed = [[*row[:-1], 0.0] for row in rows]
-    x = solve(fixed + healthy_rows, [-row[-1] * least for row in rows] + [0.0] * g)
+    sol = solve(fixed + healthy_rows, [-row[-1] * least for row in rows] + [0.0] * g)
     # on a grid of 1/SIZE_GRID (small denominators for the chunk grid), summing to 1
     # (largest remainders: each part within one step of the program's)
-    exact = [max(v, 0.0) * SIZE_GRID for v in x[:g]]
+    exact = [max(v, 0.0) * SIZE_GRID for v in sol[:g]]
     units = [math.floor(x) for x in exact]
     for q in sorted(range(g), key=lambda q: units[q] - exact[q])[: SIZE_GRID - sum(units)]:
         units[q] += 1
-    sizes = [Fraction(u, SIZE_GRID) for u in units]
+    sizes = tuple(Fraction(u, SIZE_GRID) for u in units)
     # the busiest NIC with the rounded sizes: its bytes per byte of the buffer over its
     # bandwidth
     busy = max(
-        -sum(c * float(x) for c, x in zip(row[:-1], sizes, strict=True)) / row[-1] for row in rows
+        -sum(c * float(v) for c, v in zip(row[:-1], sizes, strict=True)) / row[-1] for row in rows
     )
-    return sizes, busy / float(top)
+    return tuple(tuple(splits[q]) for q in range(g)), sizes, busy / float(top)
 
 
 def hier_ring_classes(
