@@ -120,6 +120,37 @@ def test_bytes_are_the_water_filling(servers, gpus, lost):
     assert all(out[0, c] == 0 and inn[0, c] == 0 for c in range(lost))
 
 
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(3, 6), g=st.integers(3, 8), data=st.data())
+def test_degraded_owners_shards_cross_on_one_rail(n, g, data):
+    """A degraded server's owned shards are exchanged with it on an alive rail only, so
+    the healthy servers hold them on that rail's GPU: its partials and results cross the
+    network between GPUs of the same rail, with no NVLink hop (PXN) on either side.
+    (Held on the dead rail's GPU, as the other healthy owners' shards of the class are,
+    every such byte crossed that GPU's NVLink port twice: 4 × 8 GPUs, 1 NIC lost, 1 GiB,
+    1.059 × the bound where this gives 1.050.)"""
+    lost = data.draw(st.integers(1, g - 1), label="lost")
+    slow = data.draw(st.integers(1, n - 2), label="degraded servers")
+    topo = hierarchical(n, g)
+    for srv in range(slow):
+        topo = fail_nics(topo, srv, lost)
+    try:
+        s = optcc(topo, Fraction(2**20), pieces=2, pipeline=True)
+    except ScheduleError as e:  # the pipelined schedule cannot run on every such cluster
+        assert "pipeline" in str(e) or "healthy" in str(e), str(e)
+        return
+    w = balanced_shares({i: Fraction(g - lost, g) if i < slow else Fraction(1) for i in range(n)})
+    into_degraded = [
+        t
+        for t in s.transfers
+        if t.src // g != t.dst // g
+        and ((t.op == REDUCE and t.dst // g < slow) or (t.op == COPY and t.src // g < slow))
+    ]
+    assert bool(into_degraded) == (w[0] > 0)
+    assert all(t.src % g == t.dst % g for t in into_degraded)
+    assert all(t.src % g >= lost for t in into_degraded)  # alive rails (NICs 0.. lost − 1 dead)
+
+
 def _nvlink_ports(s, g: int) -> tuple[Counter, Counter]:
     size = {c.index: c.size for c in s.chunks}
     up: Counter = Counter()

@@ -30,9 +30,12 @@ it, 5.189 / 5.394 / 5.815 with it).
 alive ones at full rate). Its part for a dead rail ``q`` cannot leave on rail ``q``.
 Each dead rail's part is split into one sub-part per alive rail ``c`` (class
 ``B(q, c)``): on ``d`` it ends on the GPU of NIC ``c`` and all of ``d``'s traffic for
-it uses rail ``c``; on the healthy servers it stays on the GPU of rail ``q``, which
-exchanges it with the other healthy servers on rail ``q`` and with ``d`` through the
-GPU of rail ``c`` (one NVLink hop, PXN). The alive rails' parts (class ``A(c)``) are
+it uses rail ``c``. On the healthy servers a healthy owner's shard of it stays on the
+GPU of rail ``q``, which exchanges it with the other healthy servers on rail ``q`` and
+with ``d`` through the GPU of rail ``c`` (one NVLink hop, PXN); ``d``'s own shard of it
+is held on the GPU of rail ``c``, so it crosses the network rail to rail (held on rail
+``q`` it crossed that GPU's port twice more: 4 × 8 GPUs, 1 NIC lost, 1 GiB, 1.059 ×
+the bound against 1.050). The alive rails' parts (class ``A(c)``) are
 unchanged. The sizes of ``A`` and ``B`` make every NIC of a healthy server carry the
 same load (:func:`class_sizes`); every alive NIC of ``d`` carries ``1/(G − L)`` of ``d``'s
 traffic, which the shares already make equal to a healthy server's time.
@@ -497,13 +500,21 @@ def hier_pipeline(
     # each server's ring (local GPUs); on ``d`` the dead-rail GPUs own nothing
     ring_ranks = nvlink_rings(servers)
 
-    def local(s: int, cl: PipeClass) -> int:
-        """The local GPU of server ``s`` that holds class ``cl`` between the rings."""
-        return servers[s].nic_gpu[cl.rail_d if s in slow else cl.rail]
+    def local(s: int, cl: PipeClass, t: int) -> int:
+        """The local GPU of server ``s`` that holds owner ``t``'s shard of class ``cl``
+        between the rings: on rail ``rail_d`` where ``s`` or ``t`` is degraded (a
+        degraded owner's shard is exchanged with it on that rail only, so the healthy
+        servers hold it there too, with no NVLink hop to the dead rail's GPU)."""
+        return servers[s].nic_gpu[cl.rail_d if s in slow or t in slow else cl.rail]
 
-    # position in each server's ring of the GPU that holds each class (the same every piece)
+    # position in each server's ring of the GPU that holds each owner's shard of each
+    # class (the same every piece)
     slot = {
-        s: [ranks.index(servers[s].ranks[local(s, cl)]) for cl in classes]
+        s: {
+            (i, t): ranks.index(servers[s].ranks[local(s, cl, t)])
+            for i, cl in enumerate(classes)
+            for t in owners
+        }
         for s, ranks in ring_ranks.items()
     }
     # the returns into each GPU, per piece: its partials of piece k wait for those of k − W
@@ -564,9 +575,9 @@ def hier_pipeline(
             for t in owners
         }
         ring_groups: dict[int, list[list[int]]] = {s: [[] for _ in range(g)] for s in ring_ranks}
-        for (i, _t), c in chunk.items():
+        for (i, t), c in chunk.items():
             for s, groups in ring_groups.items():
-                groups[slot[s][i]].append(c)
+                groups[slot[s][i, t]].append(c)
         reducer: dict[int, int] = {}
         rs_ch = nvlink_ring_channel(k % nvlink_channels)
         for s, owed in debt.items():
@@ -583,9 +594,9 @@ def hier_pipeline(
                 b.ring_reduce_scatter(ranks, ring_groups[s], rs_ch, release=t0, step_release=step)
         for (i, t), c in chunk.items():
             cl = classes[i]
-            owner = servers[t].ranks[local(t, cl)]
+            owner = servers[t].ranks[local(t, cl, t)]
             peers = [
-                (servers[s].ranks[local(s, cl)], cl.rail_d if slow & {s, t} else cl.rail)
+                (servers[s].ranks[local(s, cl, t)], cl.rail_d if slow & {s, t} else cl.rail)
                 for s in ((t + j) % n for j in range(1, n))
             ]
             for rank, rail in peers:
