@@ -87,6 +87,7 @@ from resilientcc.schedules._build import Builder, ServerInfo
 from resilientcc.schedules.ir import COPY, REDUCE
 
 __all__ = [
+    "CHAIN_STEP",
     "DEEP_MAX_SERVERS",
     "DirectPlan",
     "default_pieces",
@@ -256,6 +257,42 @@ def _others_last(sv: ServerInfo, first: int, last: int) -> list[int]:
     return [first, *mid, last]
 
 
+#: release step between a chain's hops (``direct_allreduce(chain_reduce=True)``), well
+#: below the next stage's offset (0.2) in a piece's release time
+CHAIN_STEP = 0.01
+
+
+def _chain_reduce(
+    b: Builder,
+    sv: ServerInfo,
+    root: int,
+    chunk: int,
+    channel: int,
+    release: float,
+    *,
+    nbytes: float,
+    gate: Sequence[int],
+) -> int | None:
+    """Reduce ``chunk`` over ``sv``'s GPUs along a chain in index order (wrapping) that
+    starts after ``root`` and ends at it; returns the last reduction's id."""
+    ranks = list(sv.ranks)
+    at = ranks.index(root)
+    chain = [ranks[(at + j) % len(ranks)] for j in range(1, len(ranks))] + [root]
+    last = None
+    for j, (src, dst) in enumerate(itertools.pairwise(chain)):
+        last = b.add(
+            src,
+            dst,
+            chunk,
+            REDUCE,
+            channel,
+            release=release + CHAIN_STEP * j,
+            nbytes=nbytes,
+            deps=gate,
+        )
+    return last
+
+
 def direct_allreduce(
     b: Builder,
     servers: Sequence[ServerInfo],
@@ -277,11 +314,22 @@ def direct_allreduce(
     decouple: bool = True,
     balance: bool = True,
     avoid_stage: bool = True,
+    chain_reduce: bool = False,
 ) -> None:
     """Append the chunks and transfers of a direct, pipelined AllReduce of ``region``.
 
     ``region`` is the fraction of the buffer it covers (its chunks are appended after
     the builder's existing chunks). See the module docs for the stages.
+
+    ``chain_reduce``: stage 1 on the senders (all but a decoupled straggler) is a chain
+    along the server's GPUs in index order, ending at the chunk's rail GPU, instead of a
+    binomial tree; hop ``j`` of every chunk of a piece is released before hop ``j + 1``
+    of any, so the chains of chunks with different rail GPUs stream through the same
+    connections as a ring reduce-scatter does. A tree's root takes several reductions
+    into each chunk, one after another (the IR orders reductions into one buffer), so
+    with many small chunks on one rail GPU its latencies add up; a chain gives every GPU
+    one reduction per chunk. R2CC-AllReduce's tail uses it
+    (:func:`~resilientcc.schedules.r2cc.r2cc_allreduce`).
     """
     owners = [sv for sv in servers if plan.shares.get(sv.index, Fraction(0)) > 0]
     # decoupled: the one non-owner d gets the others' sum P (which does not wait for d's
@@ -405,18 +453,23 @@ def direct_allreduce(
                         if h_dec == root:
                             h_dec = nodes[1]
                         nodes = _leaf_first(nodes, h_dec)
-                    last = b.tree_reduce(
-                        tree_order(
-                            nodes,
-                            "reduce",
-                            front=2 if t_dec is not None and s.index == t_dec.index else 1,
-                        ),
-                        x,
-                        channel=intra_channel,
-                        release=release + 0.0,
-                        nbytes=nbytes,
-                        gate=gate,
-                    )
+                    if chain_reduce and not (t_dec is not None and s.index == t_dec.index):
+                        last = _chain_reduce(
+                            b, s, root, x, intra_channel, release, nbytes=nbytes, gate=gate
+                        )
+                    else:
+                        last = b.tree_reduce(
+                            tree_order(
+                                nodes,
+                                "reduce",
+                                front=2 if t_dec is not None and s.index == t_dec.index else 1,
+                            ),
+                            x,
+                            channel=intra_channel,
+                            release=release + 0.0,
+                            nbytes=nbytes,
+                            gate=gate,
+                        )
                     if last is not None:
                         done.setdefault(k, []).append(last)
                 # stage 2: network reduce into t, then t's tree into the owner
