@@ -15,7 +15,8 @@ chosen so that every server's network time is equal:
 * per piece and shard, the four stages are
 
   1. **scatter / intra-server reduce** — on every server ``s ≠ t`` the GPUs reduce
-     the shard over NVLink (binomial tree) into the GPU whose NIC carries it to ``t``;
+     the shard over NVLink (binomial tree, or a chain with ``chain_reduce``) into the
+     GPU whose NIC carries it to ``t``;
   2. **network reduce** — that GPU sends the server's partial sum straight to ``t``
      (one network hop), where it is reduced into a GPU of ``t``; ``t`` then reduces its
      GPUs (tree, the remote partials included) into the shard's owner GPU;
