@@ -120,6 +120,7 @@ __all__ = [
     "default_pipeline_flat_tail",
     "default_pipeline_pieces",
     "default_relay",
+    "default_relay_sum",
     "hier_pipeline",
     "nvlink_ring_channel",
     "nvlink_rings",
@@ -439,6 +440,8 @@ def hier_pipeline(
     flat_last: int = 0,
     own_lag: int | None = None,
     nvlink_channels: int = 1,
+    relay_sum: bool = False,
+    degraded_last: bool = False,
 ) -> list[PipeClass]:
     """Add the pipelined hierarchical AllReduce of the whole buffer to ``b``.
 
@@ -460,6 +463,16 @@ def hier_pipeline(
     ``net_window``, whose partials would otherwise wait for them. The same as the
     hierarchical ring's ``sliver_lag`` (:func:`~resilientcc.schedules.hier_ring.hier_ring`);
     OptCC's default :func:`default_own_lag`.
+
+    ``relay_sum``: a relaying dead GPU sums the partials of a holder's chunk from every
+    GPU but the holder and adds that sum into the holder's own partial, instead of
+    reducing all of them and copying the total over; the holder's own partial then makes
+    no round trip, and with ``relay = 1/G`` every port of the degraded server moves
+    ``2(G − 1)/G`` of a piece each way (see :func:`default_relay_sum`).
+
+    ``degraded_last``: among the network partials reduced into each owner's shard (which
+    the IR orders), the degraded servers' come last, so that the healthy servers'
+    partials do not wait behind them (see :func:`default_relay_sum`).
 
     ``nvlink_channels``: piece ``k``'s NVLink rings run on lane ``k mod nvlink_channels``
     (:func:`nvlink_ring_channel`), so that a piece's ring step does not wait behind the
@@ -587,7 +600,14 @@ def hier_pipeline(
             if s in relayed:
                 reducer.update(
                     _relay_reduce(
-                        b, ranks, ring_groups[s], relayed[s], debt[s], release=t0, step=step
+                        b,
+                        ranks,
+                        ring_groups[s],
+                        relayed[s],
+                        debt[s],
+                        release=t0,
+                        step=step,
+                        add_into_holder=relay_sum,
                     )
                 )
             else:
@@ -595,9 +615,12 @@ def hier_pipeline(
         for (i, t), c in chunk.items():
             cl = classes[i]
             owner = servers[t].ranks[local(t, cl, t)]
+            sources = [(t + j) % n for j in range(1, n)]
+            if degraded_last:
+                sources.sort(key=lambda x: x in slow)  # stable: rotated order otherwise
             peers = [
                 (servers[s].ranks[local(s, cl, t)], cl.rail_d if slow & {s, t} else cl.rail)
-                for s in ((t + j) % n for j in range(1, n))
+                for s in sources
             ]
             for rank, rail in peers:
                 tid = b.add(
@@ -860,6 +883,33 @@ def pipeline_relay(servers: Sequence[ServerInfo], size: Fraction) -> Fraction:
     return default_relay(servers[0].nics, dead)
 
 
+def default_relay_sum(servers: Sequence[ServerInfo], relay: Fraction) -> bool:
+    """OptCC's ``relay_sum`` and ``degraded_last`` (:func:`hier_pipeline`): both where
+    it relays :data:`RELAY_TWO_DEAD` around two dead rails (:func:`pipeline_relay`).
+
+    There the relay's copies left the relaying GPUs the busiest ports (``15/8`` of a
+    piece: the byte floor, 1.042 × the bound on 4 × 8 GPUs). Summed into the holders'
+    own partials, every port of the degraded server moves ``7/4``, and its NICs bind
+    (the floor 1.000); then the healthy servers' partials must not wait behind its
+    partials in the reductions into each owner's shard, hence ``degraded_last``. × the
+    bound, neither → both (either alone): 4 servers, 256 MiB / 512 MiB / 1 GiB / 2 GiB
+    1.129 / 1.083 / 1.060 / 1.060 → 1.112 / 1.069 / 1.048 / 1.036 (1 GiB: the sum alone
+    1.060, the order alone 1.055); 5 servers 1.109 / 1.068 / 1.055 / 1.039 → 1.119 /
+    1.069 / 1.049 / 1.035. With one dead rail (the healthy servers' NVLink binds) they
+    measured both ways (4 servers, 1 GiB 1.050 → 1.054, 256 MiB 1.122 → 1.118).
+
+    >>> from resilientcc.topology import hierarchical, fail_nics
+    >>> from resilientcc.schedules._build import server_view
+    >>> two = server_view(fail_nics(hierarchical(4, 8), 0, 2))
+    >>> default_relay_sum(two, RELAY_TWO_DEAD), default_relay_sum(two, Fraction(0))
+    (True, False)
+    """
+    degraded = [sv for sv in servers if not sv.healthy]
+    if relay != RELAY_TWO_DEAD or not degraded:
+        return False
+    return _two_dead_relay(servers, degraded, degraded[0].nics - len(degraded[0].alive))
+
+
 def _two_dead_relay(
     servers: Sequence[ServerInfo], degraded: Sequence[ServerInfo], dead: int
 ) -> bool:
@@ -881,6 +931,7 @@ def _relay_reduce(
     *,
     release: float,
     step: float,
+    add_into_holder: bool = False,
 ) -> dict[int, int]:
     """A direct NVLink reduce-scatter of one piece on a server with dead-rail GPUs.
 
@@ -889,8 +940,9 @@ def _relay_reduce(
     reduces some of every alive holder's chunks (as many bytes as ``debt[(helper,
     holder)]`` has accrued: error diffusion over the pieces) and copies the sum to the
     holder; the holder reduces the rest itself. Every reducer receives the partials one
-    source per step in rotated order. Returns ``{chunk: helper position}`` for the
-    chunks a helper reduced.
+    source per step in rotated order. With ``add_into_holder`` a helper leaves the
+    holder's own partial out of its sum and adds the sum into it (``hier_pipeline``'s
+    ``relay_sum``). Returns ``{chunk: helper position}`` for the chunks a helper reduced.
     """
     g = len(ranks)
     red = {p: list(grp) for p, grp in enumerate(groups)}  # chunks each position reduces
@@ -908,13 +960,16 @@ def _relay_reduce(
                     relayed.append((q, p, c))
                     owed -= size
             debt[(q, p)] = owed
+    holder = {c: p for _q, p, c in relayed} if add_into_holder else {}
     for j in range(1, g):
         for p in range(g):
-            src = ranks[(p + j) % g]
+            src = (p + j) % g
             for c in red[p]:
-                b.add(src, ranks[p], c, REDUCE, 0, release=release + (j - 1) * step)
+                if holder.get(c) != src:
+                    b.add(ranks[src], ranks[p], c, REDUCE, 0, release=release + (j - 1) * step)
+    last = REDUCE if add_into_holder else COPY
     for q, p, c in relayed:
-        b.add(ranks[q], ranks[p], c, COPY, 2, release=release + g * step)
+        b.add(ranks[q], ranks[p], c, last, 2, release=release + g * step)
     return by_helper
 
 

@@ -142,6 +142,7 @@ from resilientcc.schedules.hier_pipeline import (
     default_net_window,
     default_own_lag,
     default_pipeline_flat_tail,
+    default_relay_sum,
     hier_pipeline,
     pipeline_blocker,
     pipeline_depth,
@@ -586,6 +587,8 @@ def _layered(
     two_way_first: int | None = None,
     two_way_last: int | None = None,
     straggler_two_way: bool | None = None,
+    relay_sum: bool | None = None,
+    degraded_last: bool | None = None,
 ) -> Schedule:
     """OptCC's pipelined hierarchical variant, or with ``rings`` its hierarchical ring.
 
@@ -662,6 +665,9 @@ def _layered(
         if flat_tail is None:
             flat_tail = default_pipeline_flat_tail(servers, size, k)
         lag = default_own_lag(servers, relay, k, size) if own_lag is None else own_lag
+        summed = default_relay_sum(servers, relay)
+        relay_sum = summed if relay_sum is None else relay_sum
+        degraded_last = summed if degraded_last is None else degraded_last
         classes = hier_pipeline(
             b,
             servers,
@@ -674,6 +680,8 @@ def _layered(
             flat_last=flat_tail,
             own_lag=lag,
             nvlink_channels=lanes,
+            relay_sum=bool(relay_sum),
+            degraded_last=bool(degraded_last),
         )
     meta = (
         ("generator", "optcc"),
@@ -683,6 +691,8 @@ def _layered(
         ("classes", ",".join(f"{c.rail}/{c.rail_d}:{c.size}" for c in classes)),
         ("ring_fraction", "0"),
         *((("relay", str(relay)),) if relay > 0 else ()),
+        *((("relay_sum", "1"),) if not rings and relay > 0 and relay_sum else ()),
+        *((("degraded_last", "1"),) if not rings and degraded_last else ()),
         *((("flat_tail", str(flat_tail)),) if flat_tail else ()),
         *((("own_lag", str(lag)),) if lag is not None else ()),
         *((("nvlink_channels", str(lanes)),) if not rings and lanes > 1 else ()),
@@ -824,6 +834,8 @@ def optcc(
     two_way_first: int | None = None,
     two_way_last: int | None = None,
     straggler_two_way: bool | None = None,
+    relay_sum: bool | None = None,
+    degraded_last: bool | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -959,6 +971,12 @@ def optcc(
         straggler_two_way: the hierarchical ring's NVLink all-gathers on the degraded
             server run both ways (default true; see
             :mod:`~resilientcc.schedules.hier_ring`). Ignored by the other variants.
+        relay_sum: the pipelined schedule's relaying dead GPUs add their sums into the
+            holders' own partials instead of copying totals over; ``degraded_last``: the
+            degraded servers' network partials are reduced into each owner's shard
+            after the healthy servers' (both default
+            :func:`~resilientcc.schedules.hier_pipeline.default_relay_sum`: where it
+            relays around two dead rails). Ignored by the other variants.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -996,6 +1014,8 @@ def optcc(
         ("avoid_stage", avoid_stage),
         ("direct", direct),
         ("straggler_two_way", straggler_two_way),
+        ("relay_sum", relay_sum),
+        ("degraded_last", degraded_last),
     ):
         if flag is not None and not isinstance(flag, bool):
             raise ScheduleError(f"optcc: {name} must be true or false, got {flag!r}")
@@ -1053,6 +1073,8 @@ def optcc(
             two_way_first=two_way_first,
             two_way_last=two_way_last,
             straggler_two_way=straggler_two_way,
+            relay_sum=relay_sum,
+            degraded_last=degraded_last,
         )
     relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
     if relief is not None:
