@@ -193,9 +193,10 @@ def test_hand_edited_offsets_are_not_silently_ignored():
 
 @pytest.fixture(scope="module")
 def forward_deps() -> Schedule:
-    """OptCC's hierarchical ring in 2 pieces on 4 × 8 GPUs: the straggler's partials of
-    piece 1 wait for its results of piece 0, which come later in id order."""
-    s = optcc(fail_nics(hierarchical(4, 8), 0, 4), M, pieces=2)
+    """OptCC's hierarchical ring in 2 pieces on 4 × 8 GPUs with a credit window of one
+    piece: the straggler's partials of piece 1 wait for its results of piece 0, which
+    come later in id order."""
+    s = optcc(fail_nics(hierarchical(4, 8), 0, 4), M, pieces=2, net_window=1)
     assert any(d > t.id for t in s.transfers for d in t.deps)
     return s
 
