@@ -589,6 +589,7 @@ def _layered(
     straggler_two_way: bool | None = None,
     relay_sum: bool | None = None,
     degraded_last: bool | None = None,
+    sliver_gate: int | None = None,
 ) -> Schedule:
     """OptCC's pipelined hierarchical variant, or with ``rings`` its hierarchical ring.
 
@@ -635,6 +636,8 @@ def _layered(
     if rings:
         thin = default_sliver(servers) if sliver is None else Fraction(sliver)
         lag = (default_sliver_lag(k) if own_lag is None else own_lag) if thin else None
+        if thin and sliver_gate is None:
+            sliver_gate = w + (lag or 0)
         halving = (network or RING) == HALVING
         if default_bidirectional(servers, halving):
             # the rings run both ways: no piece has anything to add (recorded as 0)
@@ -657,6 +660,7 @@ def _layered(
             two_way_first=two_way_first,
             two_way_last=two_way_last,
             straggler_two_way=straggler_two_way is not False,
+            sliver_gate=sliver_gate,
         )
         healthy = sum(1 for sv in servers if sv.healthy)
         slow = len(servers) - healthy
@@ -695,6 +699,7 @@ def _layered(
         *((("degraded_last", "1"),) if not rings and degraded_last else ()),
         *((("flat_tail", str(flat_tail)),) if flat_tail else ()),
         *((("own_lag", str(lag)),) if lag is not None else ()),
+        *((("sliver_gate", str(sliver_gate)),) if rings and thin and sliver_gate else ()),
         *((("nvlink_channels", str(lanes)),) if not rings and lanes > 1 else ()),
         *((("two_way_first", str(two_way_first)),) if rings and two_way_first else ()),
         *((("two_way_last", str(two_way_last)),) if rings and two_way_last else ()),
@@ -836,6 +841,7 @@ def optcc(
     straggler_two_way: bool | None = None,
     relay_sum: bool | None = None,
     degraded_last: bool | None = None,
+    sliver_gate: int | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -977,6 +983,11 @@ def optcc(
             after the healthy servers' (both default
             :func:`~resilientcc.schedules.hier_pipeline.default_relay_sum`: where it
             relays around two dead rails). Ignored by the other variants.
+        sliver_gate: in the hierarchical ring the other servers' partials of piece
+            ``k``'s sliver wait for the degraded server's partials of piece ``k −
+            sliver_gate`` (0 = off; default the network window plus the sliver's lag;
+            see :func:`~resilientcc.schedules.hier_ring.hier_ring`). Ignored where no
+            degraded server owns a sliver and by the other variants.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -1003,6 +1014,7 @@ def optcc(
         ("nvlink_channels", nvlink_channels, 1),
         ("two_way_first", two_way_first, 0),
         ("two_way_last", two_way_last, 0),
+        ("sliver_gate", sliver_gate, 0),
     ):
         _check_int(name, value, least)
     for name, flag in (
@@ -1075,6 +1087,7 @@ def optcc(
             straggler_two_way=straggler_two_way,
             relay_sum=relay_sum,
             degraded_last=degraded_last,
+            sliver_gate=sliver_gate,
         )
     relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
     if relief is not None:
