@@ -121,6 +121,7 @@ __all__ = [
     "default_pipeline_pieces",
     "default_relay",
     "default_relay_sum",
+    "degraded_alike",
     "hier_pipeline",
     "nvlink_ring_channel",
     "nvlink_rings",
@@ -128,6 +129,7 @@ __all__ = [
     "pipeline_depth",
     "pipeline_relay",
     "ring_order",
+    "shape_blocker",
 ]
 
 #: bytes per piece the default pipeline aims at (1 GiB: 64 pieces, 256 MiB: 32)
@@ -256,19 +258,32 @@ def class_sizes(
     return ratio * b, b
 
 
-def pipeline_blocker(servers: Sequence[ServerInfo]) -> str | None:
-    """Why the pipelined hierarchical schedule cannot run on ``servers`` (``None`` if it can)."""
+def degraded_alike(servers: Sequence[ServerInfo]) -> bool:
+    """Whether the degraded servers are alike: the same NICs alive at the same bandwidth
+    (what :func:`pipeline_blocker` asks)."""
+    return len({(sv.alive, sv.egress, sv.ingress) for sv in servers if not sv.healthy}) <= 1
+
+
+def shape_blocker(servers: Sequence[ServerInfo]) -> str | None:
+    """What both layered schedules (this one and the hierarchical ring) need and
+    ``servers`` lack, if anything: two servers of ``G`` GPUs with one NIC each, and each
+    degraded server's alive NICs at one bandwidth."""
     if len(servers) < 2:
         return "two servers"
     g = len(servers[0].ranks)
     if any(len(sv.ranks) != g or sv.nics != g for sv in servers):
         return "the same number of GPUs on every server and one NIC per GPU"
-    degraded = [sv for sv in servers if not sv.healthy]
-    if any(not (sv.alive and sv.uniform_nics) for sv in degraded):
+    if any(not (sv.alive and sv.uniform_nics) for sv in servers if not sv.healthy):
         return "the degraded server's alive NICs all at the same bandwidth"
-    if len({(sv.alive, sv.egress, sv.ingress) for sv in degraded}) > 1:
-        return "the degraded servers' NICs alike (the same ones alive, at the same bandwidth)"
     return None
+
+
+def pipeline_blocker(servers: Sequence[ServerInfo]) -> str | None:
+    """Why the pipelined hierarchical schedule cannot run on ``servers`` (``None`` if it can)."""
+    blocker = shape_blocker(servers)
+    if blocker is None and not degraded_alike(servers):
+        return "the degraded servers' NICs alike (the same ones alive, at the same bandwidth)"
+    return blocker
 
 
 def default_pipeline_pieces(size: Fraction) -> int:

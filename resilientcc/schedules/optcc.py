@@ -155,6 +155,7 @@ from resilientcc.schedules.hier_ring import (
     default_bidirectional,
     default_ring_pieces,
     default_sliver,
+    default_sliver_gate,
     default_sliver_lag,
     default_two_way_first,
     default_two_way_last,
@@ -636,8 +637,8 @@ def _layered(
     if rings:
         thin = default_sliver(servers) if sliver is None else Fraction(sliver)
         lag = (default_sliver_lag(k) if own_lag is None else own_lag) if thin else None
-        if thin and sliver_gate is None:
-            sliver_gate = w + (lag or 0)
+        if lag is not None and sliver_gate is None:
+            sliver_gate = default_sliver_gate(w, lag)
         halving = (network or RING) == HALVING
         if default_bidirectional(servers, halving):
             # the rings run both ways: no piece has anything to add (recorded as 0)
