@@ -16,9 +16,10 @@ import resilientcc.schedules.optcc as optcc_module
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules import executor
 from resilientcc.schedules._build import Builder, halving_splits, server_view
-from resilientcc.schedules.hier_ring import HALVING, RING, hier_ring, ring_steps
+from resilientcc.schedules.hier_ring import DIRECT, HALVING, RING, hier_ring, ring_steps
 from resilientcc.schedules.ir import COPY, REDUCE
 from resilientcc.schedules.optcc import optcc
+from resilientcc.sim import simulate
 from resilientcc.topology import fail_nics, hierarchical
 from resilientcc.verify import PROVED, verify
 
@@ -151,6 +152,132 @@ def test_hier_ring_with_halving_is_an_allreduce(
     assert all(d < t.id for t in sched.transfers for d in t.deps)
 
 
+@settings(max_examples=12, deadline=None)
+@given(
+    servers=st.integers(3, 6),
+    gpus=st.sampled_from([2, 3, 4, 6, 8]),
+    network=st.sampled_from([RING, HALVING]),
+    pieces=st.integers(1, 3),
+    data=st.data(),
+)
+def test_hier_ring_with_nvlink_halving_is_an_allreduce(
+    servers: int, gpus: int, network: str, pieces: int, data
+) -> None:
+    """With recursive halving for the reduce-scatters inside the servers (any number of
+    GPUs, a power of two or not) the hierarchical ring is still an AllReduce, around any
+    failure of one server, with either network."""
+    lost = data.draw(st.integers(0, gpus - 1), label="lost")
+    topo = hierarchical(servers, gpus)
+    if lost:
+        topo = fail_nics(topo, data.draw(st.integers(0, servers - 1), label="straggler"), lost)
+    sched = _build(topo, pieces, network=network, nvlink_rs=HALVING)
+    executor.check(sched)
+    assert all(d < t.id for t in sched.transfers for d in t.deps)
+
+
+def _nvlink_sent(sched, gpus: int) -> Counter[int]:
+    """Bytes (fractions of the buffer) each rank sends to GPUs of its own server."""
+    out: Counter[int] = Counter()
+    for t in sched.transfers:
+        if t.src // gpus == t.dst // gpus:
+            out[t.src] += sum(sched.chunks[c].size for c in t.chunk_ids)
+    return out
+
+
+def test_nvlink_halving_moves_a_rings_bytes_in_fewer_hops() -> None:
+    """On 8 GPUs a server's halving reduce-scatter moves what its ring does (a power of
+    two: no odd split), so every GPU sends the same NVLink bytes either way; it takes 3
+    NVLink steps where the ring takes 7."""
+    topo = fail_nics(hierarchical(4, 8), 0, 4)
+    ring = _build(topo, 2, nvlink_rs=RING)
+    halved = _build(topo, 2, nvlink_rs=HALVING)
+    assert _nvlink_sent(ring, 8) == _nvlink_sent(halved, 8)
+
+    def depth(sched) -> int:  # the longest chain of NVLink reduces
+        by = {t.id: t for t in sched.transfers}
+        memo: dict[int, int] = {}
+        for t in sched.transfers:  # ids follow deps
+            local = t.src // 8 == t.dst // 8 and t.op == REDUCE and t.channel == 0
+            memo[t.id] = max((memo[d] for d in t.deps if d in by), default=0) + local
+        return max(memo.values())
+
+    assert depth(halved) < depth(ring)
+
+
+def test_small_buffers_take_fewer_steps() -> None:
+    """Small buffers: OptCC's hierarchical ring crosses the network in one hop each way
+    where the senders fit on the owner's GPUs, reduces inside the servers by halving,
+    and the straggler owns no sliver; on 8 × 8 GPUs with one NIC lost that is well
+    over twice as fast at 4 MiB as the rings (simulated), and at 64 MiB none of it."""
+    topo = fail_nics(hierarchical(8, 8), 0, 1)
+    small = optcc(topo, Fraction(2**22))
+    assert (small.meta_get("network"), small.meta_get("nvlink_rs")) == (DIRECT, HALVING)
+    assert small.meta_get("share_straggler") == "0"
+    rings = optcc(topo, Fraction(2**22), network=RING, nvlink_rs=RING)
+    assert rings.meta_get("nvlink_rs") is None and rings.meta_get("share_straggler") != "0"
+    assert simulate(small, topo).time_s < 0.5 * simulate(rings, topo).time_s
+    large = optcc(topo, Fraction(2**26), check=False)
+    assert (large.meta_get("network"), large.meta_get("nvlink_rs")) == (RING, None)
+
+
+def test_small_buffers_take_the_hierarchical_ring_wherever_it_runs() -> None:
+    """Up to ``SMALL_HIER_RING_MAX_BYTES`` OptCC runs the hierarchical ring where it
+    would otherwise run its pipelined schedule (4 × 8 GPUs, no failure or one NIC lost)
+    or NCCL's ring (16 × 8, no failure), and is faster for it."""
+    for topo, size, before in (
+        (hierarchical(4, 8), Fraction(2**22), "pipelined hierarchical"),
+        (fail_nics(hierarchical(4, 8), 0, 1), Fraction(2**22), "pipelined hierarchical"),
+        (hierarchical(16, 8), Fraction(2**22), "ring (no degraded server)"),
+    ):
+        small = optcc(topo, size)
+        assert small.meta_get("variant") == "hierarchical ring"
+        other = optcc(topo, size, hier_ring=False)
+        assert other.meta_get("variant") == before
+        assert simulate(small, topo).time_s < 0.85 * simulate(other, topo).time_s
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    servers=st.integers(3, 7),
+    gpus=st.sampled_from([2, 3, 4, 8]),
+    pieces=st.integers(1, 3),
+    data=st.data(),
+)
+def test_hier_ring_with_direct_network_is_an_allreduce(
+    servers: int, gpus: int, pieces: int, data
+) -> None:
+    """The direct network pass is an AllReduce around any failure of one or two servers,
+    with a sliver or none, also where the senders outnumber the owner's other GPUs (2
+    or 3 GPUs per server: later senders add into earlier copies)."""
+    topo = hierarchical(servers, gpus)
+    for s in data.draw(st.sets(st.integers(0, servers - 1), max_size=2), label="degraded"):
+        topo = fail_nics(topo, s, data.draw(st.integers(0, gpus - 1), label="lost"))
+    servers_view = server_view(topo)
+    if sum(sv.healthy for sv in servers_view) < 2:
+        return
+    sliver = data.draw(st.sampled_from([None, Fraction(0)]), label="sliver")
+    try:
+        sched = _build(topo, pieces, network=DIRECT, sliver=sliver)
+    except ScheduleError as e:  # a sliver the failure pattern cannot take
+        assert "sliver" in str(e)
+        return
+    executor.check(sched)
+    assert all(d < t.id for t in sched.transfers for d in t.deps)
+
+
+@pytest.mark.parametrize(("servers", "gpus", "lost"), [(4, 4, 2), (5, 2, 1), (6, 4, 0)])
+def test_hier_ring_with_direct_network_is_proved(servers: int, gpus: int, lost: int) -> None:
+    """Z3 proves the direct network pass lossless, race-free and deadlock-free (with 2
+    GPUs per server the owner's adds are ordered one after another)."""
+    topo = hierarchical(servers, gpus)
+    if lost:
+        topo = fail_nics(topo, 0, lost)
+    s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=2, network=DIRECT)
+    assert s.meta_get("network") == DIRECT
+    r = verify(s)
+    assert r.verdict == PROVED, str(r)
+
+
 @pytest.mark.parametrize(("servers", "gpus", "lost"), [(4, 4, 2), (6, 8, 4), (7, 4, 1)])
 def test_halving_moves_the_rings_bytes_on_every_nic(servers: int, gpus: int, lost: int) -> None:
     """The straggler's NICs move what they do with rings (only the paths between the
@@ -185,6 +312,7 @@ def test_large_clusters_get_cut_down_defaults(monkeypatch: pytest.MonkeyPatch) -
     clusters show it): fewer transfers than unmerged at the same depth, still an
     AllReduce."""
     topo = fail_nics(hierarchical(6, 4), 0, 2)
+    M = Fraction(2**26)  # above the small buffers' thresholds
     full = optcc(topo, M, check=False)
     assert full.meta_get("network") == RING and full.meta_get("nvlink_merge") == "1"
     monkeypatch.setattr(optcc_module, "SCALED_MIN_SERVERS", 6)
@@ -207,7 +335,31 @@ def test_bad_network_options_are_refused() -> None:
     topo = fail_nics(hierarchical(4, 4), 0, 2)
     with pytest.raises(ScheduleError, match="network must be one of ring, halving"):
         optcc(topo, M, network="tree")
+    with pytest.raises(ScheduleError, match="network must be one of ring, halving, direct"):
+        optcc(topo, M, network="tree")
+    with pytest.raises(ScheduleError, match="nvlink_rs must be one of ring, halving, got"):
+        optcc(topo, M, nvlink_rs="direct")
+    with pytest.raises(ScheduleError, match="direct network runs one way"):
+        _build(hierarchical(9, 4), 1, network=DIRECT, bidirectional=True)
     with pytest.raises(ScheduleError, match="nvlink_merge must be a positive integer"):
         optcc(topo, M, nvlink_merge=0)
     with pytest.raises(ScheduleError, match="halving network runs one way"):
         _build(hierarchical(9, 4), 1, network=HALVING, bidirectional=True)
+
+
+def test_small_buffer_benchmark_prints_its_table(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``benchmarks/bench_small.py`` runs (one small row): the default beats what ran
+    before, the pipelined schedule on 4 × 8 GPUs with one NIC lost."""
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_small.py"
+    monkeypatch.setattr("sys.argv", [str(script), "--sizes", "1MiB", "--clusters", "4/0:1"])
+    runpy.run_path(str(script), run_name="__main__")
+    rows = [r.split() for r in capsys.readouterr().out.splitlines()[1:]]
+    assert len(rows) == 1 and rows[0][:2] == ["4/0:1", "1MiB"]
+    default, before, ratio = (float(x) for x in rows[0][2:5])
+    assert default < before and ratio == pytest.approx(default / before, abs=1e-3)
+    assert rows[0][-2:] == ["large-buffer", "variant"]

@@ -459,7 +459,7 @@ def test_relay_schedules_are_proved(servers, gpus):
     from resilientcc.verify import PROVED, verify
 
     topo = fail_nics(hierarchical(servers, gpus), 0, 1)
-    s = optcc(topo, Fraction(2**20), pieces=2, relay=default_relay(gpus, 1))
+    s = optcc(topo, Fraction(2**20), pipeline=True, pieces=2, relay=default_relay(gpus, 1))
     assert _relayed(s, gpus, 0) > 0
     r = verify(s)
     assert r.verdict == PROVED, str(r)
@@ -730,7 +730,9 @@ def test_nvlink_lanes_are_proved(servers: int, gpus: int) -> None:
     """Z3 proves the healthy pipeline on two lanes lossless, race-free and deadlock-free."""
     from resilientcc.verify import PROVED, verify
 
-    s = optcc(hierarchical(servers, gpus), Fraction(2**20), pieces=3, nvlink_channels=2)
+    s = optcc(
+        hierarchical(servers, gpus), Fraction(2**20), pipeline=True, pieces=3, nvlink_channels=2
+    )
     assert s.meta_get("nvlink_channels") == "2"
     r = verify(s)
     assert r.verdict == PROVED, str(r)

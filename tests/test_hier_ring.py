@@ -26,6 +26,7 @@ from resilientcc.schedules.hier_ring import (
     EGRESS_WINDOW_BYTES,
     FLAT_TAIL_BYTES,
     MAX_RING_PIECE_BYTES,
+    RING,
     STAGE_CHANNEL,
     TWO_WAY_MIN_GPUS,
     TWO_WAY_MIN_HEALTHY,
@@ -436,7 +437,7 @@ def test_sliver_schedules_are_proved(servers: int, gpus: int, lost: int) -> None
     cycle of six transfers over the straggler's NVLink connections that the exact
     executor, which ignores connection order, could not see."""
     topo = fail_nics(hierarchical(servers, gpus), 0, lost)
-    s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=2)
+    s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=2, network=RING, nvlink_rs=RING)
     assert Fraction(s.meta_get("share_straggler")) > 0
     r = verify(s)
     assert r.verdict == PROVED, str(r)
@@ -678,7 +679,9 @@ def test_first_pieces_reduce_both_ways(first: int) -> None:
     after the other. By default 1 where the straggler owns nothing, else 0."""
     servers, gpus, pieces = 5, 4, 3
     topo = fail_nics(hierarchical(servers, gpus), 0, 2)  # owns nothing
-    s = optcc(topo, M, hier_ring=True, pieces=pieces, two_way_first=first, two_way_last=0)
+    s = optcc(
+        topo, M, hier_ring=True, pieces=pieces, two_way_first=first, two_way_last=0, network=RING
+    )
     assert Fraction(s.meta_get("share_straggler")) == 0
     per_piece, rest = divmod(len(s.chunks), pieces)
     assert rest == 0
@@ -767,7 +770,9 @@ def test_last_pieces_gather_both_ways(last: int) -> None:
     changes where the rings already run both ways."""
     servers, gpus, pieces = 5, 4, 4
     topo = fail_nics(hierarchical(servers, gpus), 0, 2)  # owns nothing
-    s = optcc(topo, M, hier_ring=True, pieces=pieces, two_way_first=0, two_way_last=last)
+    s = optcc(
+        topo, M, hier_ring=True, pieces=pieces, two_way_first=0, two_way_last=last, network=RING
+    )
     per_piece = len(s.chunks) // pieces
     pairs: dict[tuple[int, str], set[tuple[int, int]]] = {}
     channels: dict[int, set[int]] = {}
@@ -1104,7 +1109,9 @@ def test_sliver_gate_schedules_are_proved() -> None:
     from resilientcc.verify import PROVED, verify
 
     topo = fail_nics(hierarchical(4, 4), 0, 1)
-    s = optcc(topo, Fraction(2**20), pieces=4, hier_ring=True, sliver_gate=1)
+    s = optcc(
+        topo, Fraction(2**20), pieces=4, hier_ring=True, sliver_gate=1, network=RING, nvlink_rs=RING
+    )
     assert s.meta_get("sliver_gate") == "1"
     r = verify(s)
     assert r.verdict == PROVED, str(r)

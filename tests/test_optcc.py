@@ -362,37 +362,48 @@ def test_bad_pieces_is_a_schedule_error(servers, lost, pieces):
         optcc(fail_nics(hierarchical(servers, 4), 0, lost), M, pieces=pieces)
 
 
-# One row per line of the "Which variant runs where" table in docs/schedules.md.
+# One row per line of the "Which variant runs where" table in docs/schedules.md, at 32 MiB
+# (above SMALL_HIER_RING_MAX_BYTES), then the small buffers' rows
+BIG = Fraction(2**25)
+SMALL = Fraction(2**23)
 VARIANT_TABLE = [
-    (4, 8, "none", "pipelined hierarchical"),
-    (9, 8, "none", "ring (no degraded server)"),
-    (5, 8, "0:1", "pipelined hierarchical"),
-    (6, 8, "0:1", "pipelined hierarchical"),
-    (7, 8, "0:1", "hierarchical ring"),
-    (6, 8, "0:2", "hierarchical ring"),
-    (4, 8, "0:4", "hierarchical ring"),
-    (9, 8, "0:1+1:1", "hierarchical ring"),
-    (6, 8, "0:1+1:1", "pipelined hierarchical"),
-    (7, 8, "0:2+1:2", "hierarchical ring"),
-    (4, 8, "0:4+1:4", "pipelined hierarchical"),
-    (6, 8, "0:4+1:4", "hierarchical ring"),
-    (8, 8, "0:4+1:4+2:4", "pipelined hierarchical"),
-    (16, 8, "0:4+1:4+2:4+3:4+4:4+5:4", "hierarchical ring"),
-    (9, 5, "0:1", "weighted ring"),
-    (4, 4, "0:1", "rings + decoupled direct"),
-    (4, 4, "0:2", "direct"),
-    (4, 8, "0:1+1:x1/2", "hierarchical ring"),
-    (8, 8, "0:1+1:2+2:x1/2", "direct"),
+    (4, 8, "none", BIG, "pipelined hierarchical"),
+    (9, 8, "none", Fraction(2**29), "ring (no degraded server)"),
+    (9, 8, "none", Fraction(2**28), "hierarchical ring"),
+    (5, 8, "0:1", BIG, "pipelined hierarchical"),
+    (6, 8, "0:1", BIG, "pipelined hierarchical"),
+    (7, 8, "0:1", BIG, "hierarchical ring"),
+    (6, 8, "0:2", BIG, "hierarchical ring"),
+    (4, 8, "0:4", BIG, "hierarchical ring"),
+    (9, 8, "0:1+1:1", BIG, "hierarchical ring"),
+    (6, 8, "0:1+1:1", BIG, "pipelined hierarchical"),
+    (7, 8, "0:2+1:2", BIG, "hierarchical ring"),
+    (4, 8, "0:4+1:4", BIG, "pipelined hierarchical"),
+    (6, 8, "0:4+1:4", BIG, "hierarchical ring"),
+    (8, 8, "0:4+1:4+2:4", BIG, "pipelined hierarchical"),
+    (16, 8, "0:4+1:4+2:4+3:4+4:4+5:4", BIG, "hierarchical ring"),
+    (9, 5, "0:1", BIG, "weighted ring"),
+    (4, 4, "0:1", BIG, "rings + decoupled direct"),
+    (4, 4, "0:2", BIG, "direct"),
+    (4, 8, "0:1+1:x1/2", BIG, "hierarchical ring"),
+    (8, 8, "0:1+1:2+2:x1/2", BIG, "direct"),
+    # small buffers: the hierarchical ring wherever it can run
+    (4, 8, "none", SMALL, "hierarchical ring"),
+    (5, 8, "0:1", SMALL, "hierarchical ring"),
+    (4, 8, "0:4+1:4", SMALL, "hierarchical ring"),
+    (8, 8, "0:1+1:2+2:x1/2", SMALL, "hierarchical ring"),
+    (4, 4, "0:2", SMALL, "direct"),  # one NIC per GPU needed: as at 32 MiB
+    (9, 5, "0:1", SMALL, "weighted ring"),
 ]
 
 
-@pytest.mark.parametrize(("servers", "nics", "fail", "variant"), VARIANT_TABLE)
-def test_the_documented_variant_runs_by_default(servers, nics, fail, variant):
+@pytest.mark.parametrize(("servers", "nics", "fail", "size", "variant"), VARIANT_TABLE)
+def test_the_documented_variant_runs_by_default(servers, nics, fail, size, variant):
     """The variant ``optcc`` picks on each kind of cluster is the one the docs' table names."""
     topo = hierarchical(servers, 8, nics_per_server=nics)
     if fail != "none":
         topo = apply_fail_specs(topo, fail.split("+"))
-    assert optcc(topo, Fraction(2**23), check=False).meta_get("variant") == variant
+    assert optcc(topo, size, check=False).meta_get("variant") == variant
 
 
 @pytest.mark.parametrize(("servers", "lost"), [(4, 4), (3, 2), (5, 6), (2, 2)])

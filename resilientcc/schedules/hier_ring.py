@@ -169,6 +169,20 @@ transfers and simulated three times faster, and on 128 servers rings would take 
 2.3 million transfers where halving takes a third of a million: OptCC uses it from
 :data:`~resilientcc.schedules.optcc.HALVING_MIN_SERVERS` servers on.
 
+**Small buffers** (up to :data:`~resilientcc.schedules.optcc.SMALL_NETWORK_MAX_BYTES`)
+are latency-bound: a network step costs about 14 µs, an NVLink step 3.4 µs, their bytes
+a few. OptCC then takes the passes with the fewest steps
+(:func:`~resilientcc.schedules.optcc.small_network`): the *direct* network pass
+(``network="direct"``: every partial of a shard straight to a GPU of its own on the
+owner's server, a binomial NVLink tree folding them into the owner, the result straight
+back; one network hop each way where the senders fit on the owner's GPUs), or halving;
+recursive halving inside the servers (``nvlink_rs``,
+:func:`~resilientcc.schedules.optcc.default_nvlink_rs`); flat NVLink all-gathers on
+the degraded servers too; and no sliver. 8 × 8 GPUs, 1 NIC lost, 4 MiB: 225 µs with
+rings, 95 µs so; and up to
+:data:`~resilientcc.schedules.optcc.SMALL_HIER_RING_MAX_BYTES` OptCC runs this schedule
+wherever it can, with or without failures (:func:`~resilientcc.schedules.optcc.small_hier_ring`).
+
 Shard order: each healthy server's NVLink reduce-scatter moves the shards in the order
 its network ring sends them from there (its own last), its all-gather in the order they
 arrive there (its own first), ties between a two-way ring's directions broken by the
@@ -279,21 +293,28 @@ __all__ = [
 #: the rails' parts of :func:`unlike_classes` are multiples of ``1/SIZE_GRID``
 SIZE_GRID = 4096
 
-#: ``network`` values: NCCL-style rings, or recursive halving and doubling
-#: (:meth:`~resilientcc.schedules._build.Builder.halving_pass`)
+#: ``network`` values: NCCL-style rings, recursive halving and doubling
+#: (:meth:`~resilientcc.schedules._build.Builder.halving_pass`), or one hop each way
+#: (:data:`DIRECT`)
 RING = "ring"
 HALVING = "halving"
-NETWORKS = (RING, HALVING)
+DIRECT = "direct"
+NETWORKS = (RING, HALVING, DIRECT)
+#: ``nvlink_rs`` values
+NVLINK_PASSES = (RING, HALVING)
 
 
-def check_network(network: str) -> None:
-    """Refuse a ``network`` that is not one of :data:`NETWORKS`."""
-    if network not in NETWORKS:
-        raise ScheduleError(f"optcc: network must be one of {', '.join(NETWORKS)}, got {network!r}")
+def check_network(network: str, name: str = "network", allowed: Sequence[str] = NETWORKS) -> None:
+    """Refuse a ``network`` (or another option ``name``) that is not one of ``allowed``."""
+    if network not in allowed:
+        raise ScheduleError(f"optcc: {name} must be one of {', '.join(allowed)}, got {network!r}")
 
 
 #: NVLink channel of the folds of staged partials into their owners (``stage``)
 STAGE_CHANNEL = 2
+#: NVLink channel of the trees that fold the staged partials of the direct network pass
+#: into their owners (``network="direct"``)
+FOLD_CHANNEL = 4
 #: NVLink channel of the straggler's sliver's passes on ``d`` and of the broadcasts of its
 #: results (``sliver_lag``). The owners sum their partials of it on channel 0, in turn
 #: with the pieces' reduce-scatters (on this channel too they took 1.113 against 1.111 ×
@@ -789,6 +810,12 @@ def ring_steps(
     >>> tuple(steps[(0, q)] for q in range(4)), tuple(ring_steps(4, False, COPY)[(0, q)] for q in range(4))
     ((4, 2, 1, 0), (-1, 2, 1, 0))
     """
+    if network == DIRECT:  # every group sent and received at once
+        return {
+            (x, q): (owners if x == q else 0) if op == REDUCE else (-1 if x == q else 0)
+            for x in range(owners)
+            for q in range(owners)
+        }
     scratch = Builder("ring_steps", owners)
     groups = [[scratch.chunk(Fraction(1, owners))] for _ in range(owners)]
     ring = list(range(owners))
@@ -892,6 +919,7 @@ def hier_ring(
     two_way_last: int | None = None,
     straggler_two_way: bool = True,
     sliver_gate: int | None = None,
+    nvlink_rs: str = RING,
 ) -> list[PipeClass]:
     """Add the hierarchical ring AllReduce of the whole buffer to ``b`` (see the module docs).
 
@@ -928,11 +956,22 @@ def hier_ring(
     ``flat_gate``: each holder's flat copies wait for its sends of the last ring
     all-gather over NVLink (else they start as soon as their shards arrive and take the
     holder's NVLink port from the ring all-gathers still ahead of them).
-    ``network``: :data:`RING` (rings among the healthy servers, one way or both) or
+    ``nvlink_rs``: each server's NVLink reduce-scatter as a ring (:data:`RING`, ``G − 1``
+    NVLink hops per piece) or by recursive halving (:data:`HALVING`, ``⌈log2 G⌉`` hops,
+    the same bytes): for small buffers, whose time is mostly latency
+    (:func:`default_nvlink_rs`).
+    ``network``: :data:`RING` (rings among the healthy servers, one way or both),
     :data:`HALVING` (recursive halving and doubling,
     :meth:`~resilientcc.schedules._build.Builder.halving_pass`: ``⌈log2 N_h⌉`` network
     steps per pass instead of ``N_h − 1`` or about half that, and ``N_h log N_h``
-    transfers per class and piece instead of ``N_h²``).
+    transfers per class and piece instead of ``N_h²``) or :data:`DIRECT` (one hop each
+    way: in the reduce-scatter each healthy server copies its partial of a shard to a
+    GPU of its own on the owner's server, beside the degraded servers' staging GPUs,
+    and a binomial NVLink tree on :data:`FOLD_CHANNEL` folds them into the owner; with
+    more senders than GPUs the later ones add into the earlier copies; in the
+    all-gather each owner copies its shard to every other server; the degraded
+    servers' NVLink all-gathers are then flat too, with ``flat_last``: for small
+    buffers, whose time is mostly latency).
     ``two_way_first``: where the rings run one way, the first this many pieces' network
     reduce-scatters run both ways (default :func:`default_two_way_first`).
     ``two_way_last``: where the rings run one way, the last this many pieces' network
@@ -943,6 +982,7 @@ def hier_ring(
     Returns the classes of every piece.
     """
     check_network(network)
+    check_network(nvlink_rs, "nvlink_rs", NVLINK_PASSES)
     lag_default = default_sliver_lag(pieces) if sliver_lag is None else sliver_lag
     if sliver_gate is None:
         sliver_gate = default_sliver_gate(net_window, lag_default)
@@ -959,11 +999,12 @@ def hier_ring(
     if len(owners) < 2:
         raise ScheduleError("optcc: the hierarchical ring needs two healthy servers")
     no = len(owners)
-    halving = network == HALVING
+    direct = network == DIRECT
+    halving = network == HALVING or direct  # passes that are not rings
     if bidirectional is None:
         bidirectional = default_bidirectional(servers, halving)
     if halving and bidirectional:
-        raise ScheduleError("optcc: the halving network runs one way (bidirectional=False)")
+        raise ScheduleError(f"optcc: the {network} network runs one way (bidirectional=False)")
     if spacing is None:
         spacing = TWO_WAY_SPACING if bidirectional else DEFAULT_SPACING
     # steps of one network pass (reduce-scatter or all-gather) of a class's ring
@@ -984,7 +1025,9 @@ def hier_ring(
         """One network pass of class ``i`` over the owners' ring, one way or both (also
         where ``both``), or halving."""
         step = net_step[i]
-        if halving:
+        if direct:
+            direct_pass(ring, shards, channel, op, at, i)
+        elif halving:
             levels = level_time[i] if op == REDUCE else level_time[i][::-1]
             offsets = [sum(levels[:x]) for x in range(len(levels))]
             b.halving_pass(
@@ -1002,6 +1045,49 @@ def hier_ring(
             b.ring_reduce_scatter(ring, shards, channel, net=True, release=at, step_release=step)
         else:
             b.ring_all_gather(ring, shards, channel, net=True, release=at, step_release=step)
+
+    def direct_pass(
+        ring: list[int], shards: list[list[int]], channel: int, op: str, at: float, i: int
+    ) -> None:
+        """The direct network pass of class ``i``: the all-gather's owners copy their
+        shards straight to the others; in the reduce-scatter every other member copies
+        its partial of a shard to a GPU of its own on the owner's server (PXN from the
+        rail's NIC; where there are more senders than GPUs, the later ones add theirs
+        into the earlier ones' copies), and a binomial NVLink tree folds them into the
+        owner. Senders go in rotated order, so at first each NIC sends to another owner."""
+        n = len(ring)
+        if op == COPY:
+            for j in range(1, n):
+                for y in range(n):
+                    for c in shards[y]:
+                        b.add(ring[y], ring[(y + j) % n], c, COPY, channel, net=True, release=at)
+            return
+        spots: dict[int, list[int]] = {}
+        for y, owner in enumerate(ring):
+            t = owners[y]
+            held = {lands[(i, t, x)] for x in range(len(stragglers))} if stage else set()
+            spots[y] = [r for r in local_rings[t] if r != owner and r not in held] or [owner]
+        used: dict[int, list[int]] = {y: [] for y in range(n)}
+        for j in range(1, n):
+            for y in range(n):
+                dst = spots[y][(j - 1) % len(spots[y])]
+                first = dst != ring[y] and dst not in used[y]
+                if first:
+                    used[y].append(dst)
+                for c in shards[y]:
+                    b.add(
+                        ring[(y - j) % n],
+                        dst,
+                        c,
+                        COPY if first else REDUCE,
+                        channel,
+                        net=True,
+                        release=at,
+                    )
+        fold = at + direct_net[i]  # the tree's part of level_time after it
+        for y, owner in enumerate(ring):
+            for c in shards[y]:
+                b.tree_reduce([owner, *used[y]], c, channel=FOLD_CHANNEL, release=fold)
 
     alive_d = list(degraded.alive) if degraded is not None else []
     owner_pos = {t: x for x, t in enumerate(owners)}
@@ -1079,6 +1165,20 @@ def hier_ring(
         ]
         for cl in classes
     ]
+    # direct: every shard at once, the tree folding the staged partials released a
+    # spaced latency later (``direct_net``), the pass estimated at that plus all the
+    # shards' bytes and a step per level of the tree
+    direct_net = [spacing * (NET_LAT + nvl_step) for _ in classes]
+    if direct:
+        tree_time = math.ceil(math.log2(no)) * spacing * nvl_step
+        level_time = [
+            [
+                x
+                + spacing * (no - 1) * float(piece * cl.size / no) * nbytes / LINE_NIC_BW
+                + tree_time
+            ]
+            for x, cl in zip(direct_net, classes, strict=True)
+        ]
     pass_time = [sum(lt) for lt in level_time] if halving else [hops * st for st in net_step]
     returns_into: dict[tuple[int, int], list[int]] = {}
     sent_from: dict[tuple[int, int], list[int]] = {}
@@ -1244,6 +1344,9 @@ def hier_ring(
         if thin:
             add_sliver_head(k, thin)
         for s, ring in local_rings.items():
+            if nvlink_rs == HALVING:
+                b.halving_pass(ring, groups[s], 0, REDUCE, release=t0, level_release=nvl_step)
+                continue
             b.ring_reduce_scatter(
                 ring, groups[s], 0, release=t0, step_release=nvl_step, merge=merge
             )
@@ -1298,7 +1401,8 @@ def hier_ring(
             net_pass(members[i], shards, cl.rail + (2 if late else 1) * g, COPY, t_back, i, late)
         t_ag = t_net + 2 * max(pass_time)
         for s, ring in local_rings.items():
-            if k >= pieces - flat_last and s not in stragglers:  # each holder to every GPU
+            # each holder to every GPU (on the degraded servers too with the direct network)
+            if k >= pieces - flat_last and (s not in stragglers or direct):
                 after = last_ring_ag.get(s, ()) if flat_gate else ()
                 b.flat_all_gather(ring, ag_groups[s], 1, release=t_ag, after=after)
                 continue

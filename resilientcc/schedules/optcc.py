@@ -112,6 +112,7 @@ MiB pieces up to 1.003 ×).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
@@ -149,6 +150,7 @@ from resilientcc.schedules.hier_pipeline import (
     pipeline_relay,
 )
 from resilientcc.schedules.hier_ring import (
+    DIRECT,
     HALVING,
     RING,
     check_network,
@@ -174,6 +176,9 @@ __all__ = [
     "ALIKE_SLACK",
     "HALVING_MIN_SERVERS",
     "HALVING_PIECES",
+    "HEALTHY_HIER_RING_MAX_BYTES",
+    "NO_SLIVER_MAX_BYTES",
+    "NVLINK_HALVING_MAX_BYTES",
     "ONE_DEAD_PIPELINE_MAX_SERVERS",
     "PIPELINE_MAX_SERVERS",
     "SCALED_MIN_SERVERS",
@@ -183,12 +188,17 @@ __all__ = [
     "SEVERAL_RING_MIN_SERVERS",
     "SEVERAL_SLIVER_MIN_SERVERS",
     "SLIVER_MIN_SERVERS",
+    "SMALL_HIER_RING_MAX_BYTES",
+    "SMALL_NETWORK_MAX_BYTES",
     "UNLIKE_RING_MAX_EXCESS",
     "alike_view",
     "balanced_shares",
     "decoupled_excess",
+    "default_nvlink_rs",
     "lone_healthy_view",
     "optcc",
+    "small_hier_ring",
+    "small_network",
     "unlike_excess",
     "water_filling_time",
 ]
@@ -254,6 +264,125 @@ UNLIKE_RING_MAX_EXCESS = 0.09
 #: several degraded servers alike: the pipelined schedule it enables measured 1.18-1.26 ×
 #: the bound where the direct schedule took 1.26-1.49 × (4 × 8 GPUs, 256 MiB)
 ALIKE_SLACK = Fraction(1, 10)
+
+
+#: small buffers: up to this many bytes OptCC's hierarchical ring crosses the network in
+#: one hop each way, or by recursive halving, where that takes fewer steps than its rings
+#: (:func:`small_network`)
+SMALL_NETWORK_MAX_BYTES = 32 * 2**20
+#: and up to this many bytes OptCC runs the hierarchical ring wherever it can
+#: (:func:`small_hier_ring`)
+SMALL_HIER_RING_MAX_BYTES = 16 * 2**20
+#: with no degraded server above :data:`PIPELINE_MAX_SERVERS` servers, up to this many
+#: bytes (NCCL's ring above)
+HEALTHY_HIER_RING_MAX_BYTES = 256 * 2**20
+#: where the network pass is direct, the degraded servers own no sliver up to this many
+#: bytes (:func:`small_network`)
+NO_SLIVER_MAX_BYTES = 16 * 2**20
+#: and each server reduces inside by recursive halving up to this many bytes
+#: (:func:`default_nvlink_rs`)
+NVLINK_HALVING_MAX_BYTES = 8 * 2**20
+
+
+def small_network(servers: Sequence[ServerInfo], size: Fraction, sliver: Fraction) -> str | None:
+    """How the hierarchical ring's healthy servers cross the network for a small buffer
+    (up to :data:`SMALL_NETWORK_MAX_BYTES`; ``None`` above, or where rings take fewest
+    steps): :data:`~resilientcc.schedules.hier_ring.DIRECT` where its reduce-scatter
+    takes fewer network steps than halving, else
+    :data:`~resilientcc.schedules.hier_ring.HALVING` where that takes fewer than the
+    rings.
+
+    Small buffers are latency-bound: every network step costs about 14 µs, their bytes
+    a few. Per pass the rings take ``⌊N_h/2⌋`` steps where they run both ways
+    (:func:`~resilientcc.schedules.hier_ring.default_bidirectional`) or where the
+    degraded servers own no ``sliver`` (the first and last pieces' passes then run both
+    ways, :func:`~resilientcc.schedules.hier_ring.default_two_way_first`, which for a
+    small buffer is most of them), else ``N_h − 1``; halving ``⌈log2 N_h⌉``; the direct
+    pass one hop per ``G − 1 − D`` senders (a GPU of the owner's server each, the
+    degraded servers' staging GPUs aside; further senders add into their copies,
+    a network latency later), then a binomial NVLink tree into the owner.
+
+    Measured, OptCC, µs, at 1 / 4 / 8 / 16 / 32 / 64 MiB, rings or halving (the earlier
+    default) → direct: 8 × 8 GPUs, 1 NIC lost (rings one way, 6 steps), rings 198 / 225
+    / 188 / 273 / 318 / 434, → 100 / 121 / 139 / 175 / 265 / 412; 16 × 8, 1 lost,
+    halving 172 / 194 / 219 / 279 / 349 / 459 (rings) → 114 / 132 / 159 / 212 / 277 /
+    438; 4 lost 172 / 192 / 222 / 287 / 361 / 557 → 114 / 139 / 176 / 258 / 357 / 533;
+    8 × 8, 4 lost (rings, 3 steps) 129 / 146 / 173 / 235 / 330 / 498 → 79 / 106 / 146 /
+    211 / 335 / 508; 4 × 8, 4 lost 89 / 116 / 147 / 197 / 282 / 507 → 76 / 104 / 143 /
+    193 / 281 / 531. Halving first replaced the one-way rings of 8 × 8 GPUs, 1 lost (4 /
+    16 / 64 MiB: 161 / 241 / 481).
+
+    >>> from resilientcc.topology import hierarchical, fail_nics
+    >>> from resilientcc.schedules._build import server_view
+    >>> w = Fraction(1, 32)
+    >>> sv = server_view(fail_nics(hierarchical(8, 8), 0, 1))
+    >>> small_network(sv, Fraction(2**22), w), small_network(sv, Fraction(2**26), w)
+    ('direct', None)
+    >>> small_network(server_view(fail_nics(hierarchical(64, 8), 0, 1)), Fraction(2**22), w)
+    'halving'
+    """
+    if size > SMALL_NETWORK_MAX_BYTES:
+        return None
+    healthy = sum(1 for sv in servers if sv.healthy)
+    if healthy < 3:
+        return None
+    both = default_bidirectional(servers, False) or not sliver
+    hops = healthy // 2 if both else healthy - 1
+    levels = math.ceil(math.log2(healthy))
+    staged = len(servers) - healthy
+    spots = len(servers[0].ranks) - 1 - staged
+    rounds = math.ceil((healthy - 1) / spots) if spots > 0 else healthy - 1
+    if rounds < levels:
+        return DIRECT
+    return HALVING if levels < hops else None
+
+
+def small_hier_ring(servers: Sequence[ServerInfo], size: Fraction) -> bool:
+    """Whether OptCC runs the hierarchical ring for ``size`` bytes where it would
+    otherwise not: up to :data:`SMALL_HIER_RING_MAX_BYTES` wherever it can
+    (:func:`~resilientcc.schedules.hier_ring.hier_ring_blocker`), with its small-buffer
+    network (:func:`small_network`), and with no degraded server above
+    :data:`PIPELINE_MAX_SERVERS` servers, where OptCC is otherwise NCCL's ring, up to
+    :data:`HEALTHY_HIER_RING_MAX_BYTES`.
+
+    Measured, OptCC, µs, at 1 / 4 / 16 / 32 MiB, the pipelined schedule → the
+    hierarchical ring (direct, no sliver): 4 × 8 GPUs, 1 NIC lost 101 / 112 / 172 / 234
+    → 71 / 90 / 168 / 290; no failure 116 / 128 / 168 / 233 → 69 / 86 / 167 / 276; 8
+    × 8, no failure 172 / 184 / 228 / 289 → 82 / 97 / 169 / 270; 6 × 8, 1 lost 129 /
+    140 / 199 / 275 → 74 / 93 / 174 / 277. 16 × 8 GPUs, no failure, NCCL's ring →
+    the hierarchical ring: 4 / 16 / 32 / 64 / 256 MiB 1325 / 1340 / 1359 / 1400 / 1776
+    → 132 / 210 / 285 / 444 / 1372 (64 and 256 MiB with rings between the servers: 460
+    / 1419).
+
+    >>> from resilientcc.topology import hierarchical, fail_nics
+    >>> from resilientcc.schedules._build import server_view
+    >>> sv = server_view(fail_nics(hierarchical(4, 8), 0, 1))
+    >>> small_hier_ring(sv, Fraction(2**24)), small_hier_ring(sv, Fraction(2**25))
+    (True, False)
+    >>> small_hier_ring(server_view(hierarchical(16, 8)), Fraction(2**28))
+    True
+    """
+    if hier_ring_blocker(servers) is not None:
+        return False
+    if size <= SMALL_HIER_RING_MAX_BYTES:
+        return True
+    healthy = all(sv.healthy for sv in servers)
+    return healthy and len(servers) > PIPELINE_MAX_SERVERS and size <= HEALTHY_HIER_RING_MAX_BYTES
+
+
+def default_nvlink_rs(size: Fraction) -> str:
+    """The hierarchical ring's NVLink reduce-scatter: recursive halving up to
+    :data:`NVLINK_HALVING_MAX_BYTES` (3 NVLink hops on 8 GPUs instead of 7), else rings.
+
+    Measured, OptCC, µs, NVLink rings → halving: 8 × 8 GPUs, 1 NIC lost (network
+    halving), 4 / 8 / 16 / 32 / 64 MiB: 161 / 188 / 241 / 316 / 481 → 149 / 172 / 238 /
+    318 / 488; 16 × 8, 1 lost, 8 / 16 MiB: 232 / 279.0 → 219 / 279.4; 4 × 8, 4 lost, 4 /
+    8 / 16 MiB: 127 / 154 / 197 → 116 / 147 / 190; 8 × 8, 4 lost, 16 MiB: 235 → 240.
+
+    >>> default_nvlink_rs(Fraction(2**23)), default_nvlink_rs(Fraction(2**24))
+    ('halving', 'ring')
+    """
+    return HALVING if size <= NVLINK_HALVING_MAX_BYTES else RING
 
 
 def balanced_shares(bandwidth: Mapping[int, Fraction]) -> dict[int, Fraction]:
@@ -439,11 +568,17 @@ def _use_pipeline(servers: Sequence[ServerInfo], asked: object, other: bool) -> 
 
 
 def _use_hier_ring(
-    servers: Sequence[ServerInfo], shares: Mapping[int, Fraction], asked: object, other: bool
+    servers: Sequence[ServerInfo],
+    shares: Mapping[int, Fraction],
+    asked: object,
+    other: bool,
+    size: Fraction,
 ) -> bool:
     """Whether ``optcc`` runs the hierarchical ring (its ``hier_ring`` option)."""
     if asked is not None and not isinstance(asked, bool):
         raise ScheduleError(f"optcc: hier_ring must be true or false, got {asked!r}")
+    if asked is None and not other and small_hier_ring(servers, size):
+        return True
     # the default: above eight servers, or wherever the straggler owns nothing (1 GiB,
     # half the NICs lost, 4 / 8 servers: 5.497 / 5.569 ms against the pipelined 5.685 /
     # 5.815; with 2 lost on 8 servers, where it owns a share, 5.839 against 5.394, 5.401
@@ -582,6 +717,7 @@ def _layered(
     relay: Fraction | None = None,
     flat_tail: int | None = None,
     network: str | None = None,
+    nvlink_rs: str | None = None,
     nvlink_merge: int | None = None,
     own_lag: int | None = None,
     nvlink_channels: int | None = None,
@@ -607,7 +743,13 @@ def _layered(
         if scaled:
             k = HALVING_PIECES if halving_size else SCALED_PIECES
         if network is None:
-            network = HALVING if halving_size else RING
+            thin0 = default_sliver(servers) if sliver is None else Fraction(sliver)
+            small = None if halving_size else small_network(servers, size, thin0)
+            network = HALVING if halving_size else (small or RING)
+        if sliver is None and network == DIRECT and size <= NO_SLIVER_MAX_BYTES:
+            sliver = Fraction(0)
+        if nvlink_rs is None:
+            nvlink_rs = default_nvlink_rs(size)
         if nvlink_merge is None:
             nvlink_merge = len(servers) if scaled else 1
         if flat_tail is None and scaled:
@@ -639,7 +781,7 @@ def _layered(
         lag = (default_sliver_lag(k) if own_lag is None else own_lag) if thin else None
         if lag is not None and sliver_gate is None:
             sliver_gate = default_sliver_gate(w, lag)
-        halving = (network or RING) == HALVING
+        halving = (network or RING) in (HALVING, DIRECT)  # passes that are not rings
         if default_bidirectional(servers, halving):
             # the rings run both ways: no piece has anything to add (recorded as 0)
             two_way_first = two_way_last = 0
@@ -662,6 +804,7 @@ def _layered(
             two_way_last=two_way_last,
             straggler_two_way=straggler_two_way is not False,
             sliver_gate=sliver_gate,
+            nvlink_rs=nvlink_rs or RING,
         )
         healthy = sum(1 for sv in servers if sv.healthy)
         slow = len(servers) - healthy
@@ -710,6 +853,7 @@ def _layered(
             else ()
         ),
         *((("network", network), ("nvlink_merge", str(nvlink_merge))) if rings else ()),
+        *((("nvlink_rs", nvlink_rs),) if rings and nvlink_rs == HALVING else ()),
         ("variant", "hierarchical ring" if rings else "pipelined hierarchical"),
     )
     return b.build(size, topology=topology.shape_fingerprint, meta=meta, check=check)
@@ -834,6 +978,7 @@ def optcc(
     relay: Fraction | None = None,
     flat_tail: int | None = None,
     network: str | None = None,
+    nvlink_rs: str | None = None,
     nvlink_merge: int | None = None,
     own_lag: int | None = None,
     nvlink_channels: int | None = None,
@@ -947,8 +1092,15 @@ def optcc(
         network: how the hierarchical ring's healthy servers cross the network:
             ``"ring"`` or ``"halving"`` (recursive halving and doubling,
             :meth:`~resilientcc.schedules._build.Builder.halving_pass`). Default: rings,
-            halving from :data:`HALVING_MIN_SERVERS` servers on. Ignored by the other
-            variants.
+            halving from :data:`HALVING_MIN_SERVERS` servers on and for small buffers
+            where halving or one hop takes fewer steps than the rings
+            (:func:`small_network`), and ``"direct"`` (one hop each way, the owner's
+            server folding the partials with an NVLink tree).
+            Ignored by the other variants.
+        nvlink_rs: the hierarchical ring's NVLink reduce-scatters: ``"ring"`` or
+            ``"halving"`` (``⌈log2 G⌉`` hops instead of ``G − 1``). Default
+            :func:`default_nvlink_rs`: halving up to :data:`NVLINK_HALVING_MAX_BYTES`.
+            Ignored by the other variants.
         nvlink_merge: the hierarchical ring's NVLink passes move up to this many
             consecutive shards as one transfer (default 1, from
             :data:`SCALED_MIN_SERVERS` servers on all of a GPU's). Ignored by the
@@ -1044,6 +1196,8 @@ def optcc(
         pipeline_timing = float(pipeline_timing)
     if network is not None:
         check_network(network)
+    if nvlink_rs is not None:
+        check_network(nvlink_rs, "nvlink_rs")
     servers = alike_view(usable_view(server_view(topology)))
     servers = lone_healthy_view(servers, topology.param("fabric", "rail") == "rail")
     n = len(servers)
@@ -1063,7 +1217,7 @@ def optcc(
             raise ScheduleError(f"optcc: the straggler's sliver must be in [0, 1), got {sliver}")
     others = ring_fraction is not None or direct
     rings = _use_hier_ring(
-        servers, shares, hier_ring, others or bool(weighted_ring) or bool(pipeline)
+        servers, shares, hier_ring, others or bool(weighted_ring) or bool(pipeline), size
     )
     if rings or _use_pipeline(servers, pipeline, others or bool(weighted_ring) or bool(hier_ring)):
         return _layered(
@@ -1080,6 +1234,7 @@ def optcc(
             relay=relay,
             flat_tail=flat_tail,
             network=network,
+            nvlink_rs=nvlink_rs,
             nvlink_merge=nvlink_merge,
             own_lag=own_lag,
             nvlink_channels=nvlink_channels,
