@@ -21,6 +21,7 @@ from typing import Any
 from resilientcc.bounds import latency_lower_bound
 from resilientcc.schedules._build import server_view, usable_view
 from resilientcc.schedules.generators import generate
+from resilientcc.schedules.hier_ring import default_ring_pieces
 from resilientcc.schedules.optcc import (
     _use_hier_ring,  # the variant rule, asked for a large buffer
     alike_view,
@@ -44,17 +45,21 @@ def build(spec: str) -> Topology:
     return topo if pattern == "-" else apply_fail_specs(topo, pattern.split("+"))
 
 
-def before(topo: Topology, size: Fraction) -> tuple[str, dict[str, Any]]:
-    """What OptCC ran before the small-buffer defaults, as options: its variant for a
-    large buffer (where that is not the hierarchical ring, ``hier_ring=False``), else the
-    hierarchical ring with rings."""
+def before(topo: Topology, size: Fraction, variant: str) -> tuple[str, dict[str, Any]]:
+    """What OptCC ran before the small-buffer defaults, as options: where the default is
+    not the hierarchical ring, the same; where it is only because the buffer is small,
+    the variant for a large buffer (``hier_ring=False``); else the hierarchical ring with
+    rings at the rings' depth (up to 63 servers: halving from 64)."""
+    if variant != "hierarchical ring":
+        return "unchanged", {}
     servers = lone_healthy_view(
         alike_view(usable_view(server_view(topo))), topo.param("fabric", "rail") == "rail"
     )
     shares = balanced_shares({sv.index: sv.bandwidth for sv in servers})
     if small_hier_ring(servers, size) and not _use_hier_ring(servers, shares, None, False, LARGE):
         return "large-buffer variant", {"hier_ring": False}
-    return "rings", {"network": "ring", "nvlink_rs": "ring"}
+    pieces = default_ring_pieces(size, len(servers))
+    return "rings", {"network": "ring", "nvlink_rs": "ring", "pieces": pieces}
 
 
 def main() -> None:
@@ -72,7 +77,7 @@ def main() -> None:
         for text in a.sizes.split(","):
             size = Fraction(parse_size(text))
             new = generate("optcc", topo, size, check=False)
-            what, opts = before(topo, size)
+            what, opts = before(topo, size, str(new.meta_get("variant")))
             old = generate("optcc", topo, size, check=False, **opts)
             t_new = simulate(new, topo).time_s
             t_old = simulate(old, topo).time_s

@@ -178,8 +178,8 @@ owner's server, a binomial NVLink tree folding them into the owner, the result s
 back; one network hop each way where the senders fit on the owner's GPUs), or halving;
 recursive halving inside the servers (``nvlink_rs``,
 :func:`~resilientcc.schedules.optcc.default_nvlink_rs`); flat NVLink all-gathers on
-the degraded servers too; and no sliver. 8 × 8 GPUs, 1 NIC lost, 4 MiB: 225 µs with
-rings, 95 µs so; and up to
+the degraded servers too; no sliver; and 8 pieces. 8 × 8 GPUs, 1 NIC lost, 4 MiB: 225 µs
+with rings, 86 µs so; and up to
 :data:`~resilientcc.schedules.optcc.SMALL_HIER_RING_MAX_BYTES` OptCC runs this schedule
 wherever it can, with or without failures (:func:`~resilientcc.schedules.optcc.small_hier_ring`).
 

@@ -190,6 +190,7 @@ __all__ = [
     "SLIVER_MIN_SERVERS",
     "SMALL_HIER_RING_MAX_BYTES",
     "SMALL_NETWORK_MAX_BYTES",
+    "SMALL_PIECES",
     "UNLIKE_RING_MAX_EXCESS",
     "alike_view",
     "balanced_shares",
@@ -273,6 +274,12 @@ SMALL_NETWORK_MAX_BYTES = 32 * 2**20
 #: and up to this many bytes OptCC runs the hierarchical ring wherever it can
 #: (:func:`small_hier_ring`)
 SMALL_HIER_RING_MAX_BYTES = 16 * 2**20
+#: the hierarchical ring's pieces for such buffers (below :data:`SCALED_MIN_SERVERS`
+#: servers). Measured, µs, 2 (the rings' depth there) / 4 / 8 / 16 pieces: 8 × 8 GPUs,
+#: 1 NIC lost, 1 / 4 / 16 MiB 76.5 / 74.7 / 73.9 / 73.4, 95.5 / 89.5 / 85.8 / 83.8, 175.8 /
+#: 180.6 / 166.3 / 165.2; 16 × 8, 1 lost, 4 / 16 MiB 129.1 / 122.9 / 119.6 / 117.8,
+#: 215.9 / 194.5 / 200.4 / 200.9; 4 × 8, 4 lost, 16 MiB 225.7 / 192.8 / 178.2 / 172.2
+SMALL_PIECES = 8
 #: with no degraded server above :data:`PIPELINE_MAX_SERVERS` servers, up to this many
 #: bytes (NCCL's ring above)
 HEALTHY_HIER_RING_MAX_BYTES = 256 * 2**20
@@ -340,7 +347,8 @@ def small_network(servers: Sequence[ServerInfo], size: Fraction, sliver: Fractio
 def small_hier_ring(servers: Sequence[ServerInfo], size: Fraction) -> bool:
     """Whether OptCC runs the hierarchical ring for ``size`` bytes where it would
     otherwise not: up to :data:`SMALL_HIER_RING_MAX_BYTES` wherever it can
-    (:func:`~resilientcc.schedules.hier_ring.hier_ring_blocker`), with its small-buffer
+    (:func:`~resilientcc.schedules.hier_ring.hier_ring_blocker`) on servers of two GPUs
+    or more, with its small-buffer
     network (:func:`small_network`), and with no degraded server above
     :data:`PIPELINE_MAX_SERVERS` servers, where OptCC is otherwise NCCL's ring, up to
     :data:`HEALTHY_HIER_RING_MAX_BYTES`.
@@ -362,8 +370,8 @@ def small_hier_ring(servers: Sequence[ServerInfo], size: Fraction) -> bool:
     >>> small_hier_ring(server_view(hierarchical(16, 8)), Fraction(2**28))
     True
     """
-    if hier_ring_blocker(servers) is not None:
-        return False
+    if hier_ring_blocker(servers) is not None or len(servers[0].ranks) < 2:
+        return False  # (one GPU per server: nothing to reduce inside first)
     if size <= SMALL_HIER_RING_MAX_BYTES:
         return True
     healthy = all(sv.healthy for sv in servers)
@@ -742,6 +750,8 @@ def _layered(
         halving_size = scaled and len(servers) >= HALVING_MIN_SERVERS
         if scaled:
             k = HALVING_PIECES if halving_size else SCALED_PIECES
+        elif size <= SMALL_HIER_RING_MAX_BYTES:
+            k = SMALL_PIECES
         if network is None:
             thin0 = default_sliver(servers) if sliver is None else Fraction(sliver)
             small = None if halving_size else small_network(servers, size, thin0)
