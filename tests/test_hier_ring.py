@@ -815,7 +815,7 @@ def test_last_pieces_both_ways_are_proved() -> None:
     """Z3 proves the hierarchical ring with its last piece's network all-gather both
     ways, on connections of their own, lossless, race-free and deadlock-free."""
     topo = fail_nics(hierarchical(4, 2), 0, 1)
-    s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=2)
+    s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=2, network=RING, nvlink_rs=RING)
     assert s.meta_get("two_way_last") == "4" and s.meta_get("two_way_first") == "2"
     r = verify(s)
     assert r.verdict == PROVED, str(r)
@@ -916,7 +916,7 @@ def test_slivers_of_two_degraded_servers_are_proved() -> None:
     with the healthy servers and with the other degraded one) lossless, race-free and
     deadlock-free: 5 × 4 GPUs, one NIC lost on each of two."""
     topo = fail_nics(fail_nics(hierarchical(5, 4), 0, 1), 1, 1)
-    s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=2)
+    s = optcc(topo, Fraction(2**20), hier_ring=True, pieces=2, network=RING, nvlink_rs=RING)
     assert Fraction(s.meta_get("share_straggler")) > 0
     r = verify(s)
     assert r.verdict == PROVED, str(r)

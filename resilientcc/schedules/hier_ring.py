@@ -175,7 +175,8 @@ a few. OptCC then takes the passes with the fewest steps
 (:func:`~resilientcc.schedules.optcc.small_network`): the *direct* network pass
 (``network="direct"``: every partial of a shard straight to a GPU of its own on the
 owner's server, a binomial NVLink tree folding them into the owner, the result straight
-back; one network hop each way where the senders fit on the owner's GPUs), or halving;
+back; one network hop each way where the senders fit on the owner's GPUs; from
+:data:`~resilientcc.schedules.optcc.HALVING_MIN_SERVERS` servers halving, as for any size);
 recursive halving inside the servers (``nvlink_rs``,
 :func:`~resilientcc.schedules.optcc.default_nvlink_rs`); flat NVLink all-gathers on
 the degraded servers too; no sliver; and 8 pieces. 8 × 8 GPUs, 1 NIC lost, 4 MiB: 225 µs
@@ -966,9 +967,10 @@ def hier_ring(
     steps per pass instead of ``N_h − 1`` or about half that, and ``N_h log N_h``
     transfers per class and piece instead of ``N_h²``) or :data:`DIRECT` (one hop each
     way: in the reduce-scatter each healthy server copies its partial of a shard to a
-    GPU of its own on the owner's server, beside the degraded servers' staging GPUs,
-    and a binomial NVLink tree on :data:`FOLD_CHANNEL` folds them into the owner; with
-    more senders than GPUs the later ones add into the earlier copies; in the
+    GPU of its own on the owner's server, beside the degraded servers' staging GPUs
+    (the last adds it into the owner itself), and a binomial NVLink tree on
+    :data:`FOLD_CHANNEL` folds them into the owner; with more senders than GPUs the
+    later ones add into the earlier copies; in the
     all-gather each owner copies its shard to every other server; the degraded
     servers' NVLink all-gathers are then flat too, with ``flat_last``: for small
     buffers, whose time is mostly latency).
@@ -1052,9 +1054,10 @@ def hier_ring(
         """The direct network pass of class ``i``: the all-gather's owners copy their
         shards straight to the others; in the reduce-scatter every other member copies
         its partial of a shard to a GPU of its own on the owner's server (PXN from the
-        rail's NIC; where there are more senders than GPUs, the later ones add theirs
-        into the earlier ones' copies), and a binomial NVLink tree folds them into the
-        owner. Senders go in rotated order, so at first each NIC sends to another owner."""
+        rail's NIC), the last of them adds it into the owner itself, and where there are
+        more senders than GPUs the later ones add theirs into the earlier ones' copies;
+        a binomial NVLink tree then folds the copies into the owner. Senders go in
+        rotated order, so at first each NIC sends to another owner."""
         n = len(ring)
         if op == COPY:
             for j in range(1, n):
@@ -1066,7 +1069,9 @@ def hier_ring(
         for y, owner in enumerate(ring):
             t = owners[y]
             held = {lands[(i, t, x)] for x in range(len(stragglers))} if stage else set()
-            spots[y] = [r for r in local_rings[t] if r != owner and r not in held] or [owner]
+            # the owner last: the sender it gets adds straight into the owner's own
+            # partial, which the tree's adds then wait for
+            spots[y] = [r for r in local_rings[t] if r != owner and r not in held] + [owner]
         used: dict[int, list[int]] = {y: [] for y in range(n)}
         for j in range(1, n):
             for y in range(n):

@@ -112,7 +112,6 @@ MiB pieces up to 1.003 ×).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
@@ -188,6 +187,7 @@ __all__ = [
     "SEVERAL_RING_MIN_SERVERS",
     "SEVERAL_SLIVER_MIN_SERVERS",
     "SLIVER_MIN_SERVERS",
+    "SMALL_DIRECT_MAX_SERVERS",
     "SMALL_HIER_RING_MAX_BYTES",
     "SMALL_NETWORK_MAX_BYTES",
     "SMALL_PIECES",
@@ -268,9 +268,10 @@ ALIKE_SLACK = Fraction(1, 10)
 
 
 #: small buffers: up to this many bytes OptCC's hierarchical ring crosses the network in
-#: one hop each way, or by recursive halving, where that takes fewer steps than its rings
-#: (:func:`small_network`)
+#: one hop each way (:func:`small_network`)
 SMALL_NETWORK_MAX_BYTES = 32 * 2**20
+#: on up to this many servers (above, recursive halving from :data:`HALVING_MIN_SERVERS`)
+SMALL_DIRECT_MAX_SERVERS = HALVING_MIN_SERVERS - 1
 #: and up to this many bytes OptCC runs the hierarchical ring wherever it can
 #: (:func:`small_hier_ring`)
 SMALL_HIER_RING_MAX_BYTES = 16 * 2**20
@@ -291,57 +292,45 @@ NO_SLIVER_MAX_BYTES = 16 * 2**20
 NVLINK_HALVING_MAX_BYTES = 8 * 2**20
 
 
-def small_network(servers: Sequence[ServerInfo], size: Fraction, sliver: Fraction) -> str | None:
-    """How the hierarchical ring's healthy servers cross the network for a small buffer
-    (up to :data:`SMALL_NETWORK_MAX_BYTES`; ``None`` above, or where rings take fewest
-    steps): :data:`~resilientcc.schedules.hier_ring.DIRECT` where its reduce-scatter
-    takes fewer network steps than halving, else
-    :data:`~resilientcc.schedules.hier_ring.HALVING` where that takes fewer than the
-    rings.
+def small_network(servers: Sequence[ServerInfo], size: Fraction) -> str | None:
+    """How the hierarchical ring's healthy servers cross the network for a small buffer:
+    :data:`~resilientcc.schedules.hier_ring.DIRECT` (one hop each way) up to
+    :data:`SMALL_NETWORK_MAX_BYTES` and :data:`SMALL_DIRECT_MAX_SERVERS` servers where
+    three or more servers are healthy; else ``None`` (the default for the size).
 
     Small buffers are latency-bound: every network step costs about 14 µs, their bytes
-    a few. Per pass the rings take ``⌊N_h/2⌋`` steps where they run both ways
-    (:func:`~resilientcc.schedules.hier_ring.default_bidirectional`) or where the
-    degraded servers own no ``sliver`` (the first and last pieces' passes then run both
-    ways, :func:`~resilientcc.schedules.hier_ring.default_two_way_first`, which for a
-    small buffer is most of them), else ``N_h − 1``; halving ``⌈log2 N_h⌉``; the direct
-    pass one hop per ``G − 1 − D`` senders (a GPU of the owner's server each, the
-    degraded servers' staging GPUs aside; further senders add into their copies,
-    a network latency later), then a binomial NVLink tree into the owner.
+    a few. Per pass the rings take ``⌊N_h/2⌋`` steps where they run both ways (or where
+    the degraded servers own no sliver: the first and last pieces' passes then run both
+    ways, :func:`~resilientcc.schedules.hier_ring.default_two_way_first`), else ``N_h −
+    1``; halving ``⌈log2 N_h⌉``; the direct pass one hop per ``G − D`` senders (a GPU of
+    the owner's server each, the owner included, the degraded servers' staging GPUs
+    aside; further senders add into their copies), then a binomial NVLink tree into the
+    owner. Even where that counts more steps than halving the direct pass was faster:
+    at 4 MiB, 1 NIC lost, 32 / 48 / 64 × 8 GPUs, halving 248 / 262 / 291 µs, direct 180
+    / 215 / 251.
 
-    Measured, OptCC, µs, at 1 / 4 / 8 / 16 / 32 / 64 MiB, rings or halving (the earlier
-    default) → direct: 8 × 8 GPUs, 1 NIC lost (rings one way, 6 steps), rings 198 / 225
-    / 188 / 273 / 318 / 434, → 100 / 121 / 139 / 175 / 265 / 412; 16 × 8, 1 lost,
-    halving 172 / 194 / 219 / 279 / 349 / 459 (rings) → 114 / 132 / 159 / 212 / 277 /
-    438; 4 lost 172 / 192 / 222 / 287 / 361 / 557 → 114 / 139 / 176 / 258 / 357 / 533;
-    8 × 8, 4 lost (rings, 3 steps) 129 / 146 / 173 / 235 / 330 / 498 → 79 / 106 / 146 /
-    211 / 335 / 508; 4 × 8, 4 lost 89 / 116 / 147 / 197 / 282 / 507 → 76 / 104 / 143 /
-    193 / 281 / 531. Halving first replaced the one-way rings of 8 × 8 GPUs, 1 lost (4 /
-    16 / 64 MiB: 161 / 241 / 481).
+    Measured, OptCC, µs, at 1 / 4 / 8 / 16 / 32 / 64 MiB (2 pieces), rings or halving
+    (the earlier default) → direct: 8 × 8 GPUs, 1 NIC lost (rings one way, 6 steps),
+    rings 198 / 225 / 188 / 273 / 318 / 434 → 100 / 121 / 139 / 175 / 265 / 412; 16 ×
+    8, 1 lost, halving 172 / 194 / 219 / 279 / 349 / 459 (rings) → 114 / 132 / 159 / 212
+    / 277 / 438; 4 lost 172 / 192 / 222 / 287 / 361 / 557 → 114 / 139 / 176 / 258 / 357
+    / 533; 8 × 8, 4 lost (rings, 3 steps) 129 / 146 / 173 / 235 / 330 / 498 → 79 / 106 /
+    146 / 211 / 335 / 508; 4 × 8, 4 lost 89 / 116 / 147 / 197 / 282 / 507 → 76 / 104 /
+    143 / 193 / 281 / 531. Halving first replaced the one-way rings of 8 × 8 GPUs, 1 lost
+    (4 / 16 / 64 MiB: 161 / 241 / 481). With the owner's own GPU taking a sender too, 16
+    × 8 GPUs, 1 lost, 1 / 4 / 16 MiB: 108.7 / 119.6 / 200.4 → 91.2 / 102.4 / 187.7 (8
+    pieces).
 
     >>> from resilientcc.topology import hierarchical, fail_nics
     >>> from resilientcc.schedules._build import server_view
-    >>> w = Fraction(1, 32)
     >>> sv = server_view(fail_nics(hierarchical(8, 8), 0, 1))
-    >>> small_network(sv, Fraction(2**22), w), small_network(sv, Fraction(2**26), w)
+    >>> small_network(sv, Fraction(2**22)), small_network(sv, Fraction(2**26))
     ('direct', None)
-    >>> small_network(server_view(fail_nics(hierarchical(64, 8), 0, 1)), Fraction(2**22), w)
-    'halving'
+    >>> small_network(server_view(fail_nics(hierarchical(3, 8), 0, 1)), Fraction(2**22))
     """
-    if size > SMALL_NETWORK_MAX_BYTES:
+    if size > SMALL_NETWORK_MAX_BYTES or len(servers) > SMALL_DIRECT_MAX_SERVERS:
         return None
-    healthy = sum(1 for sv in servers if sv.healthy)
-    if healthy < 3:
-        return None
-    both = default_bidirectional(servers, False) or not sliver
-    hops = healthy // 2 if both else healthy - 1
-    levels = math.ceil(math.log2(healthy))
-    staged = len(servers) - healthy
-    spots = len(servers[0].ranks) - 1 - staged
-    rounds = math.ceil((healthy - 1) / spots) if spots > 0 else healthy - 1
-    if rounds < levels:
-        return DIRECT
-    return HALVING if levels < hops else None
+    return DIRECT if sum(1 for sv in servers if sv.healthy) >= 3 else None
 
 
 def small_hier_ring(servers: Sequence[ServerInfo], size: Fraction) -> bool:
@@ -753,8 +742,7 @@ def _layered(
         elif size <= SMALL_HIER_RING_MAX_BYTES:
             k = SMALL_PIECES
         if network is None:
-            thin0 = default_sliver(servers) if sliver is None else Fraction(sliver)
-            small = None if halving_size else small_network(servers, size, thin0)
+            small = None if halving_size else small_network(servers, size)
             network = HALVING if halving_size else (small or RING)
         if sliver is None and network == DIRECT and size <= NO_SLIVER_MAX_BYTES:
             sliver = Fraction(0)
@@ -1103,9 +1091,8 @@ def optcc(
             ``"ring"`` or ``"halving"`` (recursive halving and doubling,
             :meth:`~resilientcc.schedules._build.Builder.halving_pass`). Default: rings,
             halving from :data:`HALVING_MIN_SERVERS` servers on and for small buffers
-            where halving or one hop takes fewer steps than the rings
-            (:func:`small_network`), and ``"direct"`` (one hop each way, the owner's
-            server folding the partials with an NVLink tree).
+            and ``"direct"`` for small buffers (:func:`small_network`: one hop each
+            way, the owner's server folding the partials with an NVLink tree).
             Ignored by the other variants.
         nvlink_rs: the hierarchical ring's NVLink reduce-scatters: ``"ring"`` or
             ``"halving"`` (``⌈log2 G⌉`` hops instead of ``G − 1``). Default
