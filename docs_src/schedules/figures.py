@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 
 from resilientcc.bounds import lower_bound
 from resilientcc.schedules.generators import get_generator
+from resilientcc.schedules.hier_ring import default_ring_pieces
 from resilientcc.schedules.optcc import balanced_shares
 from resilientcc.sim import simulate
 from resilientcc.sim.plot import KINDS, plot_compare, transfer_kinds
@@ -71,8 +72,37 @@ def stages_figure(
     return totals
 
 
+def small_figure(
+    out: Path = OUT,
+    servers: int = 8,
+    gpus: int = 8,
+    lost: int = 1,
+    size: Fraction = Fraction(4 * 2**20),
+) -> dict[str, float]:
+    """OptCC on a small buffer, simulated twice: with the rings it ran before (at their
+    depth) and with its small-buffer defaults (the direct network pass, halving inside
+    the servers, 8 pieces). Returns each run's simulated time (s)."""
+    topo = fail_nics(hierarchical(servers, gpus), 0, lost)
+    optcc = get_generator("optcc")
+    rings = {"network": "ring", "nvlink_rs": "ring", "pieces": default_ring_pieces(size, servers)}
+    runs = []
+    times = {}
+    for name, opts in (("optcc, rings", rings), ("optcc, small-buffer defaults", {})):
+        sched = optcc(topo, size, **opts)
+        res = simulate(sched, topo)
+        runs.append((name, res, transfer_kinds(res, sched, topo)))
+        times[name] = res.time_s
+    caption = (
+        f"{servers} × {gpus} GPUs, server 0 lost {lost} of {gpus} NICs, {float(size) / 2**20:g} MiB"
+    )
+    bound = float(lower_bound(topo, size).seconds)
+    plot_compare(runs, out / "small-buffers.png", bound_s=bound, caption=caption)
+    return times
+
+
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
     shares_figure()
     stages_figure()
+    small_figure()
     print("wrote", *sorted(p.name for p in OUT.glob("*.png")))
