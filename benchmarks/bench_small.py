@@ -19,14 +19,12 @@ from fractions import Fraction
 from typing import Any
 
 from resilientcc.bounds import latency_lower_bound
-from resilientcc.schedules._build import server_view, usable_view
 from resilientcc.schedules.generators import generate
 from resilientcc.schedules.hier_ring import default_ring_pieces
 from resilientcc.schedules.optcc import (
     _use_hier_ring,  # the variant rule, asked for a large buffer
-    alike_view,
     balanced_shares,
-    lone_healthy_view,
+    optcc_view,
     small_hier_ring,
 )
 from resilientcc.sim import simulate
@@ -52,9 +50,7 @@ def before(topo: Topology, size: Fraction, variant: str) -> tuple[str, dict[str,
     rings at the rings' depth (up to 63 servers: halving from 64)."""
     if variant != "hierarchical ring":
         return "unchanged", {}
-    servers = lone_healthy_view(
-        alike_view(usable_view(server_view(topo))), topo.param("fabric", "rail") == "rail"
-    )
+    servers = optcc_view(topo)
     shares = balanced_shares({sv.index: sv.bandwidth for sv in servers})
     if small_hier_ring(servers, size) and not _use_hier_ring(servers, shares, None, False, LARGE):
         return "large-buffer variant", {"hier_ring": False}

@@ -1065,13 +1065,7 @@ def hier_ring(
                     for c in shards[y]:
                         b.add(ring[y], ring[(y + j) % n], c, COPY, channel, net=True, release=at)
             return
-        spots: dict[int, list[int]] = {}
-        for y, owner in enumerate(ring):
-            t = owners[y]
-            held = {lands[(i, t, x)] for x in range(len(stragglers))} if stage else set()
-            # the owner last: the sender it gets adds straight into the owner's own
-            # partial, which the tree's adds then wait for
-            spots[y] = [r for r in local_rings[t] if r != owner and r not in held] + [owner]
+        spots = direct_spots[i]
         used: dict[int, list[int]] = {y: [] for y in range(n)}
         for j in range(1, n):
             for y in range(n):
@@ -1089,7 +1083,7 @@ def hier_ring(
                         net=True,
                         release=at,
                     )
-        fold = at + direct_net[i]  # the tree's part of level_time after it
+        fold = at + fold_delay  # the tree's part of level_time after it
         for y, owner in enumerate(ring):
             for c in shards[y]:
                 b.tree_reduce([owner, *used[y]], c, channel=FOLD_CHANNEL, release=fold)
@@ -1157,6 +1151,20 @@ def hier_ring(
         for t, owner in zip(owners, members[i], strict=True)
         for x in range(len(stragglers))
     }
+
+    def direct_spots_of(i: int, t: int, owner: int) -> list[int]:
+        """Where owner ``t``'s server takes the other members' partials of class ``i`` in
+        the direct pass: its GPUs but the degraded servers' staging ones, the owner last
+        (the sender it gets adds straight into the owner's own partial, which the tree's
+        adds then wait for)."""
+        held = {lands[(i, t, x)] for x in range(len(stragglers))} if stage else set()
+        return [r for r in local_rings[t] if r != owner and r not in held] + [owner]
+
+    direct_spots = {  # the same every piece
+        i: [direct_spots_of(i, t, owner) for t, owner in zip(owners, members[i], strict=True)]
+        for i in range(len(classes))
+        if direct
+    }
     per_piece = nbytes / pieces * (2 * no - 1) / no / g / LINE_NIC_BW
     nvl_step = NVL_LAT + nbytes / pieces / g / LINE_NVL_BW
     net_step = [
@@ -1171,18 +1179,18 @@ def hier_ring(
         for cl in classes
     ]
     # direct: every shard at once, the tree folding the staged partials released a
-    # spaced latency later (``direct_net``), the pass estimated at that plus all the
+    # spaced latency later (``fold_delay``), the pass estimated at that plus all the
     # shards' bytes and a step per level of the tree
-    direct_net = [spacing * (NET_LAT + nvl_step) for _ in classes]
+    fold_delay = spacing * (NET_LAT + nvl_step)
     if direct:
         tree_time = math.ceil(math.log2(no)) * spacing * nvl_step
         level_time = [
             [
-                x
+                fold_delay
                 + spacing * (no - 1) * float(piece * cl.size / no) * nbytes / LINE_NIC_BW
                 + tree_time
             ]
-            for x, cl in zip(direct_net, classes, strict=True)
+            for cl in classes
         ]
     pass_time = [sum(lt) for lt in level_time] if halving else [hops * st for st in net_step]
     returns_into: dict[tuple[int, int], list[int]] = {}

@@ -151,6 +151,7 @@ from resilientcc.schedules.hier_pipeline import (
 from resilientcc.schedules.hier_ring import (
     DIRECT,
     HALVING,
+    NVLINK_PASSES,
     RING,
     check_network,
     default_bidirectional,
@@ -198,6 +199,7 @@ __all__ = [
     "default_nvlink_rs",
     "lone_healthy_view",
     "optcc",
+    "optcc_view",
     "small_hier_ring",
     "small_network",
     "unlike_excess",
@@ -284,12 +286,21 @@ SMALL_PIECES = 8
 #: with no degraded server above :data:`PIPELINE_MAX_SERVERS` servers, up to this many
 #: bytes (NCCL's ring above)
 HEALTHY_HIER_RING_MAX_BYTES = 256 * 2**20
-#: where the network pass is direct, the degraded servers own no sliver up to this many
-#: bytes (:func:`small_network`)
+#: where the network pass is direct (:func:`small_network`), the degraded servers own no
+#: sliver up to this many bytes
 NO_SLIVER_MAX_BYTES = 16 * 2**20
 #: and each server reduces inside by recursive halving up to this many bytes
 #: (:func:`default_nvlink_rs`)
 NVLINK_HALVING_MAX_BYTES = 8 * 2**20
+
+
+def optcc_view(topology: Topology) -> list[ServerInfo]:
+    """The servers as OptCC sees them: alive NICs too slow to use left out
+    (:func:`~resilientcc.schedules._build.usable_view`), degraded servers alike where
+    that costs little (:func:`alike_view`), a lone healthy server with the others'
+    alive rails on a rail fabric (:func:`lone_healthy_view`)."""
+    servers = alike_view(usable_view(server_view(topology)))
+    return lone_healthy_view(servers, topology.param("fabric", "rail") == "rail")
 
 
 def small_network(servers: Sequence[ServerInfo], size: Fraction) -> str | None:
@@ -1088,12 +1099,11 @@ def optcc(
             :func:`~resilientcc.schedules.hier_ring.default_flat_tail`, 0 from
             :data:`SCALED_MIN_SERVERS` servers on). Ignored by the other variants.
         network: how the hierarchical ring's healthy servers cross the network:
-            ``"ring"`` or ``"halving"`` (recursive halving and doubling,
+            ``"ring"``, ``"direct"`` or ``"halving"`` (recursive halving and doubling,
             :meth:`~resilientcc.schedules._build.Builder.halving_pass`). Default: rings,
-            halving from :data:`HALVING_MIN_SERVERS` servers on and for small buffers
-            and ``"direct"`` for small buffers (:func:`small_network`: one hop each
-            way, the owner's server folding the partials with an NVLink tree).
-            Ignored by the other variants.
+            halving from :data:`HALVING_MIN_SERVERS` servers on, and for small buffers
+            ``"direct"`` (:func:`small_network`: one hop each way, the owner's server
+            folding the partials with an NVLink tree). Ignored by the other variants.
         nvlink_rs: the hierarchical ring's NVLink reduce-scatters: ``"ring"`` or
             ``"halving"`` (``⌈log2 G⌉`` hops instead of ``G − 1``). Default
             :func:`default_nvlink_rs`: halving up to :data:`NVLINK_HALVING_MAX_BYTES`.
@@ -1194,9 +1204,8 @@ def optcc(
     if network is not None:
         check_network(network)
     if nvlink_rs is not None:
-        check_network(nvlink_rs, "nvlink_rs")
-    servers = alike_view(usable_view(server_view(topology)))
-    servers = lone_healthy_view(servers, topology.param("fabric", "rail") == "rail")
+        check_network(nvlink_rs, "nvlink_rs", NVLINK_PASSES)
+    servers = optcc_view(topology)
     n = len(servers)
     bw = {sv.index: sv.bandwidth for sv in servers}
     shares = balanced_shares(bw)
