@@ -190,11 +190,16 @@ class PipeClass:
         rail: the NIC index (and local GPU) that holds it on healthy servers.
         rail_d: the same on the degraded server; its traffic with that server uses it.
         size: fraction of the piece.
+        crossed: every degraded server alive on ``rail_d`` exchanges the class there,
+            even where ``rail`` is alive (degraded servers that differ,
+            :func:`~resilientcc.schedules.hier_ring.unlike_classes`); else ``rail`` where
+            alive comes first.
     """
 
     rail: int
     rail_d: int
     size: Fraction
+    crossed: bool = False
 
 
 def class_sizes(

@@ -138,10 +138,14 @@ it spreads what it lost evenly over what it kept, for every owner and every piec
 (:func:`unlike_classes`). The parts' sizes come from a small linear program that
 makes the busiest NIC's time least (:func:`unlike_sizes`): a server whose NICs all run
 at half speed needs every part near ``1/8``, while a server that lost NICs would like
-more on its dead rails. 1 GiB, × the bound, 8 servers, 2 NICs lost on one and every NIC
-at half speed on another: 1.133 (the direct schedule, which ran there before, 1.302);
-4 lost beside half speed 1.137 (1.294), 6 lost 1.019 (1.105); 4 / 12 / 16 servers, 1
-or 2 lost beside half speed 1.059 / 1.119 / 1.103 (1.263 / 1.398 / 1.512).
+more on its dead rails. *Crossed* parts reconcile the two: a little of a rail's part
+that every degraded server exchanges on another rail they all kept, so that the
+half-speed server still moves ``1/8`` on each NIC while the rings of the rails the
+other lost grow (:func:`unlike_crossed`: from three healthy servers on). 1 GiB, × the
+bound, 8 servers, 2 NICs lost on one and every NIC at half speed on another: 1.125
+(the direct schedule, which ran there before, 1.302); 4 lost beside half speed 1.038
+(1.294), 6 lost 1.019 (1.105); 4 / 12 / 16 servers, 1 or 2 lost beside half speed
+1.059 / 1.112 / 1.091 (1.263 / 1.398 / 1.512).
 
 Both ways: from :data:`TWO_WAY_MIN_HEALTHY` healthy servers on, each shard's
 reduce-scatter runs as two chains that meet at its owner, one forward from the ranks
@@ -268,6 +272,8 @@ __all__ = [
     "TWO_WAY_MIN_GPUS",
     "TWO_WAY_MIN_HEALTHY",
     "TWO_WAY_SPACING",
+    "UNLIKE_CROSS_GAIN",
+    "UNLIKE_CROSS_MIN_HEALTHY",
     "check_network",
     "dealt_evenly",
     "default_bidirectional",
@@ -287,12 +293,18 @@ __all__ = [
     "sliver_class_sizes",
     "staging_gpu",
     "unlike_classes",
+    "unlike_crossed",
     "unlike_sizes",
     "unlike_splits",
 ]
 
 #: the rails' parts of :func:`unlike_classes` are multiples of ``1/SIZE_GRID``
 SIZE_GRID = 4096
+#: degraded servers that differ exchange crossed parts (:func:`unlike_classes`) from
+#: this many healthy servers on; with fewer only where the parts without them leave the
+#: busiest NIC more than :data:`UNLIKE_CROSS_GAIN` slower (:func:`unlike_crossed`)
+UNLIKE_CROSS_MIN_HEALTHY = 3
+UNLIKE_CROSS_GAIN = 0.09
 
 #: ``network`` values: NCCL-style rings, recursive halving and doubling
 #: (:meth:`~resilientcc.schedules._build.Builder.halving_pass`), or one hop each way
@@ -430,23 +442,27 @@ def unlike_splits(servers: Sequence[ServerInfo]) -> dict[int, list[int]]:
 
 def unlike_classes(servers: Sequence[ServerInfo]) -> list[PipeClass]:
     """The rails' parts of a piece for degraded servers that differ, each decoupled: rail
-    ``q``'s part (:func:`unlike_sizes`) cut into the classes ``(q, c)`` of
-    :func:`unlike_splits`, alike.
+    ``q``'s cut part (:func:`unlike_sizes`) cut into the classes ``(q, c)`` of
+    :func:`unlike_splits`, alike, then the crossed classes (``crossed``: every degraded
+    server exchanges them on ``rail_d``; :func:`unlike_crossed`).
 
     >>> from resilientcc.topology import apply_fail_specs, hierarchical
     >>> from resilientcc.schedules._build import server_view
     >>> t = apply_fail_specs(hierarchical(8, 8), ["0:2", "1:x1/2"])
     >>> cls = unlike_classes(server_view(t))  # rails 0 and 1 cut over rails 2-7
-    >>> len(cls), sorted({(c.rail, str(c.size)) for c in cls})[:3]
-    (18, [(0, '523/24576'), (1, '523/24576'), (2, '127/1024')])
+    >>> len(cls), sorted({(c.rail, str(c.size)) for c in cls if not c.crossed})[:3]
+    (24, [(0, '1/48'), (1, '1/48'), (2, '495/4096')])
+    >>> sorted((c.rail, c.rail_d, str(c.size)) for c in cls if c.crossed)[:3]
+    [(0, 4, '17/4096'), (0, 6, '17/4096'), (0, 7, '17/4096')]
     """
-    splits, sizes, _ = _unlike_plan(tuple(servers))
-    return [
+    splits, sizes, crossed, _ = _unlike_choice(tuple(servers))
+    cut_classes = [
         PipeClass(q, c, sizes[q] / len(cut))
         for q, cut in enumerate(splits)
         if sizes[q] > 0
         for c in cut
     ]
+    return cut_classes + [PipeClass(q, c, size, crossed=True) for q, c, size in crossed]
 
 
 def unlike_sizes(servers: Sequence[ServerInfo]) -> tuple[list[Fraction], float]:
@@ -455,17 +471,22 @@ def unlike_sizes(servers: Sequence[ServerInfo]) -> tuple[list[Fraction], float]:
 
     Rail ``q``'s part ``s_q`` runs its rings among the ``N_h`` healthy servers on rail
     ``q`` (``2(N_h − 1)/N_h · s_q`` each way on each one's rail-``q`` NIC), cut into the
-    classes ``(q, c)`` of :func:`unlike_splits`. A degraded server exchanges each class
-    with the owners (``1/N_h`` with each) on ``q`` where alive, else on ``c``, else dealt
-    over its alive rails in turn. The sizes make the busiest NIC's bytes over its
-    bandwidth least: a small linear program (HiGHS); a second one keeps that time and
-    makes the busiest healthy NIC's least (where a degraded server binds, the first
-    leaves the healthy NICs at any optimal corner). The sizes are rounded to multiples of
+    classes ``(q, c)`` of :func:`unlike_splits`, plus its crossed parts. A degraded
+    server exchanges each cut class with the owners (``1/N_h`` with each) on ``q`` where
+    alive, else on ``c``, else dealt over its alive rails in turn; a crossed part
+    ``(q, c)`` on ``c``, a rail every degraded server kept. The sizes make the busiest
+    NIC's bytes over its bandwidth least: a small linear program (HiGHS); a second one
+    keeps that time and makes the busiest healthy NIC's least (where a degraded server
+    binds, the first leaves the healthy NICs at any optimal corner); a third keeps both
+    and makes the crossed parts least. The sizes are rounded to multiples of
     ``1/``:data:`SIZE_GRID`, summing to 1 exactly. A server that lost two NICs beside one
-    whose NICs all run at half speed (8 servers): the slow one needs every part near
-    ``1/8``; a little more on the first's dead rails (whose parts it does not load) and
+    whose NICs all run at half speed (8 servers): the slow one needs ``1/8`` on every
+    NIC, while the first would like more on its dead rails (whose parts it does not load).
+    With the cut classes alone the two meet at parts of 523/4096 on rails 0 and 1, and
     the busiest NICs carry 2.2 % more than the bound's placement, ``2 M`` per server
-    bandwidth (equal parts: 2.8 %). The time returned is the busiest NIC's with the
+    bandwidth (equal parts: 2.8 %); with crossed parts rails 0 and 1 take 563/4096, the
+    slow server exchanges their excess on other rails, and the busiest NIC is at the
+    bound's placement but for rounding. The time returned is the busiest NIC's with the
     rounded sizes.
 
     >>> from resilientcc.topology import apply_fail_specs, hierarchical
@@ -473,19 +494,60 @@ def unlike_sizes(servers: Sequence[ServerInfo]) -> tuple[list[Fraction], float]:
     >>> t = apply_fail_specs(hierarchical(8, 8), ["0:2", "1:x1/2"])
     >>> sizes, busy = unlike_sizes(server_view(t))
     >>> [int(x * SIZE_GRID) for x in sizes], round(busy * 50e9 * 8, 4)  # M / server bandwidth
-    ([523, 523, 508, 509, 509, 508, 508, 508], 2.045)
+    ([563, 563, 495, 495, 495, 495, 495, 495], 2.0002)
     """
-    _, sizes, busy = _unlike_plan(tuple(servers))
-    return list(sizes), busy
+    _, sizes, crossed, busy = _unlike_choice(tuple(servers))
+    parts = list(sizes)
+    for q, _, size in crossed:
+        parts[q] += size
+    return parts, busy
+
+
+_UnlikePlan = tuple[
+    tuple[tuple[int, ...], ...], tuple[Fraction, ...], tuple[tuple[int, int, Fraction], ...], float
+]
+
+
+def unlike_crossed(servers: Sequence[ServerInfo]) -> bool:
+    """Whether degraded servers that differ exchange crossed parts (:func:`unlike_classes`):
+    from :data:`UNLIKE_CROSS_MIN_HEALTHY` healthy servers on, and with fewer where the
+    parts without them leave the busiest NIC more than :data:`UNLIKE_CROSS_GAIN` slower.
+
+    With two healthy servers the crossed parts load both ends of a rail to the full,
+    and the fair share the healthy ring leaves the slow server there falls short: 4
+    servers, 1 GiB, NIC 0 lost beside half speed 5.686 → 6.185 ms (2 lost 6.004 → 6.057),
+    but 4 lost beside half speed, where the busiest NIC took 14 % longer without them,
+    7.104 (the direct schedule) → 5.987.
+
+    >>> from resilientcc.topology import apply_fail_specs, hierarchical
+    >>> from resilientcc.schedules._build import server_view
+    >>> [unlike_crossed(server_view(apply_fail_specs(hierarchical(n, 8), [f, "1:x1/2"])))
+    ...  for n, f in ((4, "0:1"), (4, "0:4"), (5, "0:1"))]
+    [False, True, True]
+    """
+    return _unlike_choice(tuple(servers)) is _unlike_plan(tuple(servers), True)
 
 
 @functools.lru_cache(maxsize=32)
+def _unlike_choice(servers: tuple[ServerInfo, ...]) -> _UnlikePlan:
+    """The plan :func:`unlike_classes` runs, crossed or not (:func:`unlike_crossed`)."""
+    crossed = _unlike_plan(servers, True)
+    if sum(1 for sv in servers if sv.healthy) >= UNLIKE_CROSS_MIN_HEALTHY:
+        return crossed
+    straight = _unlike_plan(servers, False)
+    return crossed if straight[3] > crossed[3] * (1 + UNLIKE_CROSS_GAIN) else straight
+
+
+@functools.lru_cache(maxsize=64)
 def _unlike_plan(
-    servers: tuple[ServerInfo, ...],
-) -> tuple[tuple[tuple[int, ...], ...], tuple[Fraction, ...], float]:
-    """Each rail's classes (:func:`unlike_splits`), the sizes and the busiest NIC's time
-    of :func:`unlike_sizes`; cached, as OptCC's choice (``unlike_excess``) and the
-    schedule both ask for them."""
+    servers: tuple[ServerInfo, ...], cross: bool
+) -> tuple[
+    tuple[tuple[int, ...], ...], tuple[Fraction, ...], tuple[tuple[int, int, Fraction], ...], float
+]:
+    """Each rail's classes (:func:`unlike_splits`), their sizes, the crossed parts
+    ``(q, c, size)`` (none unless ``cross``) and the busiest NIC's time of
+    :func:`unlike_sizes`; cached, as OptCC's choice (``unlike_excess``) and the schedule
+    both ask for them."""
     from scipy.optimize import linprog  # scipy only here: the schedules' linear programs
 
     splits = unlike_splits(servers)
@@ -494,8 +556,15 @@ def _unlike_plan(
     slow = [sv for sv in servers if not sv.healthy]
     no = sum(1 for sv in servers if sv.healthy)
     top = max(max(sv.nic_bw) for sv in servers if sv.nic_bw)
-    # coefficients of the sizes s_0 .. s_{g-1} in each degraded server's load per rail
-    loads = {(sv.index, r): [0.0] * g for sv in slow for r in sv.alive}
+    # the variables: rail q's cut part s_q (split evenly over splits[q]), then the
+    # crossed parts x_(q, c) that every degraded server exchanges on c, a rail alive on
+    # all of them
+    common = [c for c in range(g) if all(c in sv.alive for sv in slow)]
+    crossing = [(q, c) for q in range(g) for c in common if c != q] if cross else []
+    nv = g + len(crossing)
+    rail_var = list(range(g)) + [q for q, _ in crossing]  # the ring each variable runs on
+    # coefficients of the variables in each degraded server's load per rail
+    loads = {(sv.index, r): [0.0] * nv for sv in slow for r in sv.alive}
     for sv in slow:
         for q, cut in splits.items():
             for c in cut:
@@ -505,24 +574,25 @@ def _unlike_plan(
                 else:  # dealt in turn: on average alike on every alive rail
                     for r in sv.alive:
                         loads[(sv.index, r)][q] += share / len(sv.alive)
+        for j, (_, c) in enumerate(crossing, start=g):
+            loads[(sv.index, c)][j] += 1.0
     rows = [[*row, -float(servers[s].nic_bw[r] / top)] for (s, r), row in loads.items()]
     for r in range(g):  # a healthy server's rail-r NIC (all alike at full bandwidth)
-        row = [0.0] * g
-        row[r] += 2 * (no - 1) / no
+        row = [2 * (no - 1) / no if rail_var[j] == r else 0.0 for j in range(nv)]
         for sv in slow:
             if r in sv.alive:
                 row = [x + y / no for x, y in zip(row, loads[(sv.index, r)], strict=True)]
         rows.append([*row, -1.0])
     healthy_rows = rows[-g:]
 
-    def solve(a_ub: list[list[float]], b_ub: list[float]) -> list[float]:
+    def solve(cost: list[float], a_ub: list[list[float]], b_ub: list[float]) -> list[float]:
         res = linprog(
-            c=[0.0] * g + [1.0],
+            c=cost,
             A_ub=a_ub,
             b_ub=b_ub,
-            A_eq=[[1.0] * g + [0.0]],
+            A_eq=[[1.0] * nv + [0.0]],
             b_eq=[1.0],
-            bounds=[(0, None)] * (g + 1),
+            bounds=[(0, None)] * (nv + 1),
             method="highs",
         )
         if res.status != 0:
@@ -531,24 +601,37 @@ def _unlike_plan(
 
     # the busiest NIC's time least; then, keeping it, the busiest healthy NIC's (where a
     # degraded server binds, the healthy NICs are otherwise left to any optimal corner:
-    # 8 servers, 6 NICs lost on one, the parts of only four rails)
-    first = solve(rows, [0.0] * len(rows))
-    least = first[g] * (1 + 1e-9)
+    # 8 servers, 6 NICs lost on one, the parts of only four rails); then, keeping both,
+    # the least crossed (each crossed shard takes an NVLink hop to or from its owner)
+    time_only = [0.0] * nv + [1.0]
+    first = solve(time_only, rows, [0.0] * len(rows))
+    least = first[nv] * (1 + 1e-9)
     fixed = [[*row[:-1], 0.0] for row in rows]
-    sol = solve(fixed + healthy_rows, [-row[-1] * least for row in rows] + [0.0] * g)
+    bounds_first = [-row[-1] * least for row in rows]
+    second = solve(time_only, fixed + healthy_rows, bounds_first + [0.0] * g)
+    healthy_least = second[nv] * (1 + 1e-9)
+    sol = second
+    if crossing:
+        crossed_cost = [0.0] * g + [1.0] * len(crossing) + [0.0]
+        sol = solve(
+            crossed_cost,
+            fixed + [[*row[:-1], 0.0] for row in healthy_rows],
+            bounds_first + [healthy_least] * g,
+        )
     # on a grid of 1/SIZE_GRID (small denominators for the chunk grid), summing to 1
     # (largest remainders: each part within one step of the program's)
-    exact = [max(v, 0.0) * SIZE_GRID for v in sol[:g]]
+    exact = [max(v, 0.0) * SIZE_GRID for v in sol[:nv]]
     units = [math.floor(x) for x in exact]
-    for q in sorted(range(g), key=lambda q: units[q] - exact[q])[: SIZE_GRID - sum(units)]:
-        units[q] += 1
-    sizes = tuple(Fraction(u, SIZE_GRID) for u in units)
+    for j in sorted(range(nv), key=lambda j: units[j] - exact[j])[: SIZE_GRID - sum(units)]:
+        units[j] += 1
+    values = [Fraction(u, SIZE_GRID) for u in units]
     # the busiest NIC with the rounded sizes: its bytes per byte of the buffer over its
     # bandwidth
     busy = max(
-        -sum(c * float(v) for c, v in zip(row[:-1], sizes, strict=True)) / row[-1] for row in rows
+        -sum(c * float(v) for c, v in zip(row[:-1], values, strict=True)) / row[-1] for row in rows
     )
-    return tuple(tuple(splits[q]) for q in range(g)), sizes, busy / float(top)
+    crossed = tuple((q, c, v) for (q, c), v in zip(crossing, values[g:], strict=True) if v > 0)
+    return tuple(tuple(splits[q]) for q in range(g)), tuple(values[:g]), crossed, busy / float(top)
 
 
 def default_sliver_gate(net_window: int, sliver_lag: int) -> int:
@@ -1118,7 +1201,7 @@ def hier_ring(
         ``rail_d`` where alive, else dealt (:func:`exchange_rail`; degraded servers that
         differ deal anew every piece)."""
         sv = servers[s]
-        if cl.rail in sv.alive:
+        if cl.rail in sv.alive and not (cl.crossed and cl.rail_d in sv.alive):
             return cl.rail
         if cl.rail_d >= 0 and cl.rail_d in sv.alive:
             return cl.rail_d

@@ -82,8 +82,9 @@ each decoupled too, without slivers, on rails' parts sized by a small linear pro
 (:func:`~resilientcc.schedules.hier_ring.unlike_sizes`): the default wherever that
 loads the busiest NIC at most :data:`UNLIKE_RING_MAX_EXCESS` above the bound's
 water-filling (:func:`unlike_excess`), and the direct schedule elsewhere (1 GiB, 8
-servers, 2 NICs lost on one and every NIC at half speed on another: 1.133 × the bound
-against 1.302).
+servers, 2 / 4 NICs lost on one and every NIC at half speed on another: 1.125 / 1.038 ×
+the bound against 1.302 / 1.294; with parts of the rails the first lost exchanged on
+rails both kept, :func:`~resilientcc.schedules.hier_ring.unlike_crossed`).
 
 **Weighted ring** (:mod:`~resilientcc.schedules.weighted_ring`; the default above
 :data:`PIPELINE_MAX_SERVERS` servers when the one degraded server keeps more than 3/4 of
@@ -538,7 +539,7 @@ def unlike_excess(servers: Sequence[ServerInfo]) -> float:
     >>> from resilientcc.topology import apply_fail_specs, hierarchical
     >>> from resilientcc.schedules._build import server_view
     >>> round(unlike_excess(server_view(apply_fail_specs(hierarchical(8, 8), ["0:2", "1:x1/2"]))), 4)
-    0.0225
+    0.0001
     """
     _, busy = unlike_sizes(servers)
     return busy / float(water_filling_time({sv.index: sv.bandwidth for sv in servers})) - 1
@@ -594,13 +595,17 @@ def _use_hier_ring(
     degraded = _degraded(servers)
     if asked is None and not degraded_alike(servers):
         # degraded servers that differ (alike_view gave up): each decoupled, on the
-        # rails' parts of unlike_sizes, or the direct schedule. 1 GiB, × the bound, ring /
-        # direct (unlike_excess): 8 servers, 2 NICs lost on one and all at half speed on
-        # another 1.133 / 1.302 (2.2 %), 4 lost beside half speed 1.137 / 1.294 (4.4 %), 6
-        # lost 1.019 / 1.105 (0); 4 / 6 / 12 servers, 1 or 2 lost beside half speed 1.059
-        # / 1.263 (3.3 %), 1.182 / 1.286 (1.6 %), 1.119 / 1.398 (1.3 %); 8 servers, three
-        # degraded: 4 + 2 lost beside half speed 1.273 / 1.358 (8.9 %), 2 lost + NIC 7 lost
-        # beside half speed 1.361 / 1.299 (10.1 %), 1 + 2 lost 1.324 / 1.312 (11.5 %)
+        # rails' parts of unlike_sizes (crossed from three healthy servers on), or the
+        # direct schedule. 1 GiB, × the bound, ring / direct (unlike_excess): 8 servers,
+        # 2 NICs lost on one and all at half speed on another 1.125 / 1.302 (0.01 %; 2.2 %
+        # without crossed parts, the ring 1.133), 4 lost beside half speed 1.038 / 1.294
+        # (0.03 %; 4.4 %, 1.137), 6 lost 1.019 / 1.105 (0); 4 / 6 / 12 servers, 1 or 2 lost
+        # beside half speed 1.059 / 1.263 (3.3 %, not crossed: two healthy servers), 1.160
+        # / 1.286 (0.03 %), 1.112 / 1.398 (0.08 %); 4 / 5 servers, 4 lost beside half speed
+        # 1.115 / 1.323 and 1.044 / 1.617 (0; 14.3 % and 9.2 % without crossed parts); 8
+        # servers, three degraded: 4 + 2 lost beside half speed 1.242 / 1.358 (6.1 %), 2
+        # lost + NIC 7 lost beside half speed 1.361 / 1.299 (10.1 %), 1 + 2 lost 1.308 /
+        # 1.312 (10.1 %)
         return (
             not other
             and hier_ring_blocker(servers) is None
@@ -845,7 +850,8 @@ def _layered(
         ("pieces", str(k)),
         ("net_window", str(w)),
         *_share_meta(servers, shares),
-        ("classes", ",".join(f"{c.rail}/{c.rail_d}:{c.size}" for c in classes)),
+        # rail/rail_d:size, "x" after rail_d marking a crossed class (hier_ring.unlike_classes)
+        ("classes", ",".join(f"{c.rail}/{c.rail_d}{'x' * c.crossed}:{c.size}" for c in classes)),
         ("ring_fraction", "0"),
         *((("relay", str(relay)),) if relay > 0 else ()),
         *((("relay_sum", "1"),) if not rings and relay > 0 and relay_sum else ()),
