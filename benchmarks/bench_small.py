@@ -20,20 +20,12 @@ from typing import Any
 
 from resilientcc.bounds import latency_lower_bound
 from resilientcc.schedules.generators import generate
-from resilientcc.schedules.hier_ring import default_ring_pieces
-from resilientcc.schedules.optcc import (
-    _use_hier_ring,  # the variant rule, asked for a large buffer
-    balanced_shares,
-    optcc_view,
-    small_hier_ring,
-)
+from resilientcc.schedules.optcc import optcc_view, ring_options, small_only
 from resilientcc.sim import simulate
 from resilientcc.topology import apply_fail_specs, hierarchical
 from resilientcc.topology.model import Topology
 from resilientcc.units import parse_size
 
-#: a buffer above every small-buffer threshold
-LARGE = Fraction(2**40)
 CLUSTERS = ("8/0:1", "16/0:1", "16/0:4", "8/0:4", "4/0:4", "4/0:1", "4/-", "8/-", "16/-")
 
 
@@ -51,11 +43,9 @@ def before(topo: Topology, size: Fraction, variant: str) -> tuple[str, dict[str,
     if variant != "hierarchical ring":
         return "unchanged", {}
     servers = optcc_view(topo)
-    shares = balanced_shares({sv.index: sv.bandwidth for sv in servers})
-    if small_hier_ring(servers, size) and not _use_hier_ring(servers, shares, None, False, LARGE):
+    if small_only(servers, size):
         return "large-buffer variant", {"hier_ring": False}
-    pieces = default_ring_pieces(size, len(servers))
-    return "rings", {"network": "ring", "nvlink_rs": "ring", "pieces": pieces}
+    return "rings", ring_options(size, len(servers))
 
 
 def main() -> None:

@@ -218,6 +218,12 @@ def test_small_buffers_take_fewer_steps() -> None:
     assert simulate(small, topo).time_s < 0.5 * simulate(rings, topo).time_s
     large = optcc(topo, Fraction(2**26), check=False)
     assert (large.meta_get("network"), large.meta_get("nvlink_rs")) == (RING, None)
+    # the straggler's all-gathers are flat in every piece with the direct pass: the
+    # option has nothing to say there, and the schedule records it only on the rings
+    assert small.meta_get("straggler_two_way") is None
+    assert rings.meta_get("straggler_two_way") == "1" == large.meta_get("straggler_two_way")
+    same = optcc(topo, Fraction(2**22), straggler_two_way=False)
+    assert same.transfers == small.transfers
 
 
 def test_small_buffers_take_the_hierarchical_ring_wherever_it_runs() -> None:

@@ -12,8 +12,7 @@ import matplotlib.pyplot as plt
 
 from resilientcc.bounds import lower_bound
 from resilientcc.schedules.generators import get_generator
-from resilientcc.schedules.hier_ring import default_ring_pieces
-from resilientcc.schedules.optcc import balanced_shares
+from resilientcc.schedules.optcc import balanced_shares, ring_options
 from resilientcc.sim import simulate
 from resilientcc.sim.plot import KINDS, plot_compare, transfer_kinds
 from resilientcc.topology import fail_nics, hierarchical
@@ -84,7 +83,7 @@ def small_figure(
     the servers, 8 pieces). Returns each run's simulated time (s)."""
     topo = fail_nics(hierarchical(servers, gpus), 0, lost)
     optcc = get_generator("optcc")
-    rings = {"network": "ring", "nvlink_rs": "ring", "pieces": default_ring_pieces(size, servers)}
+    rings = ring_options(size, servers)
     runs = []
     times = {}
     for name, opts in (("optcc, rings", rings), ("optcc, small-buffer defaults", {})):

@@ -156,6 +156,7 @@ from resilientcc.schedules.hier_ring import (
     RING,
     check_network,
     default_bidirectional,
+    default_flat_tail,
     default_ring_pieces,
     default_sliver,
     default_sliver_gate,
@@ -201,8 +202,10 @@ __all__ = [
     "lone_healthy_view",
     "optcc",
     "optcc_view",
+    "ring_options",
     "small_hier_ring",
     "small_network",
+    "small_only",
     "unlike_excess",
     "water_filling_time",
 ]
@@ -377,6 +380,35 @@ def small_hier_ring(servers: Sequence[ServerInfo], size: Fraction) -> bool:
         return True
     healthy = all(sv.healthy for sv in servers)
     return healthy and len(servers) > PIPELINE_MAX_SERVERS and size <= HEALTHY_HIER_RING_MAX_BYTES
+
+
+def small_only(servers: Sequence[ServerInfo], size: Fraction) -> bool:
+    """Whether OptCC runs the hierarchical ring on ``servers`` only because ``size`` is
+    small (:func:`small_hier_ring`): for a large buffer it would run another variant.
+
+    >>> from resilientcc.topology import hierarchical, fail_nics
+    >>> from resilientcc.schedules._build import server_view
+    >>> small_only(server_view(fail_nics(hierarchical(4, 8), 0, 1)), Fraction(2**22))
+    True
+    >>> small_only(server_view(fail_nics(hierarchical(8, 8), 0, 1)), Fraction(2**22))
+    False
+    """
+    if not small_hier_ring(servers, size):
+        return False
+    shares = balanced_shares({sv.index: sv.bandwidth for sv in servers})
+    return not _use_hier_ring(servers, shares, None, False, Fraction(2**40))
+
+
+def ring_options(size: Fraction, servers: int) -> dict[str, Any]:
+    """OptCC's options for the hierarchical ring with rings inside and between the
+    servers at the rings' depth (:func:`~resilientcc.schedules.hier_ring.default_ring_pieces`):
+    what it ran for small buffers before their defaults, which the small-buffer
+    benchmark and figure set against them.
+
+    >>> ring_options(Fraction(2**22), 8)
+    {'network': 'ring', 'nvlink_rs': 'ring', 'pieces': 2}
+    """
+    return {"network": RING, "nvlink_rs": RING, "pieces": default_ring_pieces(size, servers)}
 
 
 def default_nvlink_rs(size: Fraction) -> str:
@@ -790,6 +822,7 @@ def _layered(
     # merged NVLink runs: race tracking by intervals of chunks (the same schedule, built
     # faster: 128 x 8 GPUs, 4 NICs lost, 1 GiB, 37.6 -> 9.3 s)
     b = Builder("optcc", topology.num_ranks, runs=rings and (nvlink_merge or 1) > 1)
+    all_flat = False
     if rings:
         thin = default_sliver(servers) if sliver is None else Fraction(sliver)
         lag = (default_sliver_lag(k) if own_lag is None else own_lag) if thin else None
@@ -820,6 +853,10 @@ def _layered(
             sliver_gate=sliver_gate,
             nvlink_rs=nvlink_rs or RING,
         )
+        # with the direct network pass the degraded servers' NVLink all-gathers are flat
+        # in the flat tail; where that is every piece, straggler_two_way has no effect
+        flat_last = default_flat_tail(size, k) if flat_tail is None else flat_tail
+        all_flat = network == DIRECT and flat_last >= k
         healthy = sum(1 for sv in servers if sv.healthy)
         slow = len(servers) - healthy
         shares = {sv.index: (1 - slow * thin) / healthy if sv.healthy else thin for sv in servers}
@@ -864,7 +901,7 @@ def _layered(
         *((("two_way_last", str(two_way_last)),) if rings and two_way_last else ()),
         *(
             (("straggler_two_way", "0" if straggler_two_way is False else "1"),)
-            if rings and any(not sv.healthy for sv in servers)
+            if rings and any(not sv.healthy for sv in servers) and not all_flat
             else ()
         ),
         *((("network", network), ("nvlink_merge", str(nvlink_merge))) if rings else ()),
