@@ -158,7 +158,11 @@ lost, 96 pieces: 10 servers 5.611 → 5.590 ms, 16 servers 5.690 → 5.613; on 8
 turn, cost more than the hops saved). The owner's wait grows with the shards, which are
 largest with few GPUs per server: with 2 it did not pay either (12 × 2 GPUs, 1 of 2 NICs
 lost, 256 MiB, 32 pieces: 5.683 → 5.883 ms; 12 × 4 and 12 × 8 GPUs at 64 MiB, 16 pieces:
-0.901 → 0.858 and 0.686 → 0.562), hence :data:`TWO_WAY_MIN_GPUS`.
+0.901 → 0.858 and 0.686 → 0.562), hence :data:`TWO_WAY_MIN_GPUS`. Even both ways the
+first results reach a straggler that owns nothing late on many servers (16 servers,
+half its NICs lost, 1 GiB: its ingress idle for the first 169 µs), so on 10 to 20
+servers the first pieces cross the network by the direct pass instead
+(:func:`default_direct_first`; 16 servers, 256 MiB, 4 lost: 1563.5 → 1533.0 µs).
 
 Halving (``network="halving"``): the healthy servers' network passes run as recursive
 halving and doubling (:meth:`~resilientcc.schedules._build.Builder.halving_pass`):
@@ -256,6 +260,10 @@ from resilientcc.schedules.ir import COPY, REDUCE
 
 __all__ = [
     "DEFAULT_SPACING",
+    "DIRECT_FIRST_MAX_SERVERS",
+    "DIRECT_FIRST_MIN_PIECES",
+    "DIRECT_FIRST_MIN_SERVERS",
+    "DIRECT_FIRST_PIECES",
     "EGRESS_WINDOW_BYTES",
     "FLAT_TAIL_BYTES",
     "HALVING",
@@ -277,6 +285,7 @@ __all__ = [
     "check_network",
     "dealt_evenly",
     "default_bidirectional",
+    "default_direct_first",
     "default_egress_window",
     "default_flat_tail",
     "default_ring_pieces",
@@ -351,6 +360,13 @@ TWO_WAY_MIN_GPUS = 4
 #: where the straggler owns nothing and the rings run one way: this many first pieces'
 #: network reduce-scatters run both ways (:func:`default_two_way_first`)
 TWO_WAY_FIRST_PIECES = 2
+#: on :data:`DIRECT_FIRST_MIN_SERVERS` to :data:`DIRECT_FIRST_MAX_SERVERS` servers with at
+#: most one degraded and a pipeline of :data:`DIRECT_FIRST_MIN_PIECES` pieces or more,
+#: this many first pieces cross the network by the direct pass (:func:`default_direct_first`)
+DIRECT_FIRST_PIECES = 8
+DIRECT_FIRST_MIN_SERVERS = 10
+DIRECT_FIRST_MAX_SERVERS = 20
+DIRECT_FIRST_MIN_PIECES = 24
 #: ... and this many last pieces' network all-gathers (:func:`default_two_way_last`)
 TWO_WAY_LAST_PIECES = 4
 #: pieces of :func:`default_ring_pieces`: this many bytes per ring hop, at most
@@ -932,6 +948,45 @@ def default_bidirectional(servers: Sequence[ServerInfo], halving: bool) -> bool:
     return healthy >= TWO_WAY_MIN_HEALTHY and servers[0].nics >= TWO_WAY_MIN_GPUS and not halving
 
 
+def default_direct_first(servers: Sequence[ServerInfo], pieces: int, network: str) -> int:
+    """Pieces whose network passes are direct (one hop each way, as for small buffers)
+    where the rest run rings: :data:`DIRECT_FIRST_PIECES` on
+    :data:`DIRECT_FIRST_MIN_SERVERS` to :data:`DIRECT_FIRST_MAX_SERVERS` servers with at
+    most one degraded, where the rings run (``network`` :data:`RING`) and the pipeline
+    has :data:`DIRECT_FIRST_MIN_PIECES` pieces or more; else 0.
+
+    A degraded server that owns nothing has nothing to receive until its first results
+    come back, after the first piece's network reduce-scatter around the healthy
+    servers: on 16 servers, half the NICs lost, 1 GiB, its ingress (a binding link) got
+    its first byte at 169 µs, 25 µs after its egress, against 64 on 4 servers. Direct
+    first pieces bring the results back sooner and feed the pipeline while the rings
+    fill. µs, rings → first 8 pieces direct: 256 MiB, 16 servers, 1 / 2 / 4 NICs lost
+    1412.3 / 1423.4 / 1563.5 → 1401.3 / 1410.1 / 1533.0, no failure 1419.1 → 1406.9; 12
+    servers 1 / 2 / 4 lost 1361.2 / 1375.4 / 1538.6 → 1351.3 / 1368.5 / 1511.9, no
+    failure 1360.4 → 1347.7; 10 servers 1 / 4 lost 1338.8 / 1520.1 → 1338.3 / 1509.5;
+    20 servers, 1 lost 1456.1 → 1442.0; 1 GiB, 16 servers 1 / 2 / 4 lost 5217.0 / 5258.3
+    / 5590.1 → 5209.4 / 5258.6 / 5559.5, 12 servers 4 lost 5565.1 → 5538.4. Not adopted:
+    8 servers (256 MiB, 1 / 4 lost 1325.5 / 1505.0 → 1348.1 / 1509.1; 2 pieces 1322.9 /
+    1515.9), 24 servers (4 lost 2090.9 → 2112.2), two degraded servers (16 servers, 4
+    lost on each 1553.6 → 1564.8, or 2 lost beside half speed 1569.8 → 1576.7; 12
+    servers, 1 lost on each, 1405.8 → 1375.2) and 12 pieces (128 MiB, 16 servers, no
+    failure / 1 lost 790.0 / 777.2 → 799.7 / 801.1, with 2 pieces 783.5 / 776.1).
+
+    >>> from resilientcc.topology import hierarchical, fail_nics
+    >>> from resilientcc.schedules._build import server_view
+    >>> sv = server_view(fail_nics(hierarchical(16, 8), 0, 4))
+    >>> default_direct_first(sv, 96, RING), default_direct_first(sv, 12, RING)
+    (8, 0)
+    >>> default_direct_first(server_view(fail_nics(hierarchical(8, 8), 0, 4)), 96, RING)
+    0
+    """
+    degraded = sum(1 for sv in servers if not sv.healthy)
+    fits = DIRECT_FIRST_MIN_SERVERS <= len(servers) <= DIRECT_FIRST_MAX_SERVERS
+    if network != RING or degraded > 1 or not fits or pieces < DIRECT_FIRST_MIN_PIECES:
+        return 0
+    return DIRECT_FIRST_PIECES
+
+
 def default_two_way_first(sliver: Fraction, halving: bool) -> int:
     """Pieces whose network reduce-scatters run both ways although the rings run one way.
 
@@ -1004,6 +1059,7 @@ def hier_ring(
     straggler_two_way: bool = True,
     sliver_gate: int | None = None,
     nvlink_rs: str = RING,
+    direct_first: int = 0,
 ) -> list[PipeClass]:
     """Add the hierarchical ring AllReduce of the whole buffer to ``b`` (see the module docs).
 
@@ -1044,6 +1100,8 @@ def hier_ring(
     NVLink hops per piece) or by recursive halving (:data:`HALVING`, ``⌈log2 G⌉`` hops,
     the same bytes): for small buffers, whose time is mostly latency
     (:func:`default_nvlink_rs`).
+    ``direct_first``: the first pieces whose network passes are :data:`DIRECT` whatever
+    ``network`` says (:func:`default_direct_first`).
     ``network``: :data:`RING` (rings among the healthy servers, one way or both),
     :data:`HALVING` (recursive halving and doubling,
     :meth:`~resilientcc.schedules._build.Builder.halving_pass`: ``⌈log2 N_h⌉`` network
@@ -1106,11 +1164,12 @@ def hier_ring(
         at: float,
         i: int,
         both: bool = False,
+        one_hop: bool = False,
     ) -> None:
         """One network pass of class ``i`` over the owners' ring, one way or both (also
-        where ``both``), or halving."""
+        where ``both``), or halving, or direct (also where ``one_hop``)."""
         step = net_step[i]
-        if direct:
+        if direct or one_hop:
             direct_pass(ring, shards, channel, op, at, i)
         elif halving:
             levels = level_time[i] if op == REDUCE else level_time[i][::-1]
@@ -1246,7 +1305,7 @@ def hier_ring(
     direct_spots = {  # the same every piece
         i: [direct_spots_of(i, t, owner) for t, owner in zip(owners, members[i], strict=True)]
         for i in range(len(classes))
-        if direct
+        if direct or direct_first
     }
     per_piece = nbytes / pieces * (2 * no - 1) / no / g / LINE_NIC_BW
     nvl_step = NVL_LAT + nbytes / pieces / g / LINE_NVL_BW
@@ -1265,16 +1324,15 @@ def hier_ring(
     # spaced latency later (``fold_delay``), the pass estimated at that plus all the
     # shards' bytes and a step per level of the tree
     fold_delay = spacing * (NET_LAT + nvl_step)
+    tree_time = math.ceil(math.log2(no)) * spacing * nvl_step
+    direct_time = [
+        fold_delay
+        + spacing * (no - 1) * float(piece * cl.size / no) * nbytes / LINE_NIC_BW
+        + tree_time
+        for cl in classes
+    ]
     if direct:
-        tree_time = math.ceil(math.log2(no)) * spacing * nvl_step
-        level_time = [
-            [
-                fold_delay
-                + spacing * (no - 1) * float(piece * cl.size / no) * nbytes / LINE_NIC_BW
-                + tree_time
-            ]
-            for cl in classes
-        ]
+        level_time = [[x] for x in direct_time]
     pass_time = [sum(lt) for lt in level_time] if halving else [hops * st for st in net_step]
     returns_into: dict[tuple[int, int], list[int]] = {}
     sent_from: dict[tuple[int, int], list[int]] = {}
@@ -1468,8 +1526,9 @@ def hier_ring(
                         release=t_net,
                     )
                     sent_from.setdefault((k, src), []).append(tid)
-            net_pass(members[i], shards, cl.rail, REDUCE, t_net, i, k < first_both)
-            t_back = t_net + pass_time[i]
+            hop = k < direct_first
+            net_pass(members[i], shards, cl.rail, REDUCE, t_net, i, k < first_both, hop)
+            t_back = t_net + (direct_time[i] if hop else pass_time[i])
             if stage:  # fold the staged partials in last, over NVLink
                 for x in range(len(stragglers)):
                     for t, owner in zip(owners, members[i], strict=True):
@@ -1494,7 +1553,9 @@ def hier_ring(
                         release=t_back,
                     )
                     returns_into.setdefault((k, dst), []).append(tid)
-            net_pass(members[i], shards, cl.rail + (2 if late else 1) * g, COPY, t_back, i, late)
+            net_pass(
+                members[i], shards, cl.rail + (2 if late else 1) * g, COPY, t_back, i, late, hop
+            )
         t_ag = t_net + 2 * max(pass_time)
         for s, ring in local_rings.items():
             # each holder to every GPU (on the degraded servers too with the direct network)

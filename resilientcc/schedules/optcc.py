@@ -156,6 +156,7 @@ from resilientcc.schedules.hier_ring import (
     RING,
     check_network,
     default_bidirectional,
+    default_direct_first,
     default_flat_tail,
     default_ring_pieces,
     default_sliver,
@@ -772,6 +773,7 @@ def _layered(
     relay_sum: bool | None = None,
     degraded_last: bool | None = None,
     sliver_gate: int | None = None,
+    direct_first: int | None = None,
 ) -> Schedule:
     """OptCC's pipelined hierarchical variant, or with ``rings`` its hierarchical ring.
 
@@ -836,6 +838,8 @@ def _layered(
             two_way_first = default_two_way_first(thin, halving)
         if two_way_last is None:
             two_way_last = default_two_way_last(thin, halving)
+        if direct_first is None:
+            direct_first = default_direct_first(servers, k, network or RING)
         classes = hier_ring_schedule(
             b,
             servers,
@@ -852,6 +856,7 @@ def _layered(
             straggler_two_way=straggler_two_way is not False,
             sliver_gate=sliver_gate,
             nvlink_rs=nvlink_rs or RING,
+            direct_first=direct_first,
         )
         # with the direct network pass the degraded servers' NVLink all-gathers are flat
         # in the flat tail; where that is every piece, straggler_two_way has no effect
@@ -898,6 +903,7 @@ def _layered(
         *((("sliver_gate", str(sliver_gate)),) if rings and thin and sliver_gate else ()),
         *((("nvlink_channels", str(lanes)),) if not rings and lanes > 1 else ()),
         *((("two_way_first", str(two_way_first)),) if rings and two_way_first else ()),
+        *((("direct_first", str(direct_first)),) if rings and direct_first else ()),
         *((("two_way_last", str(two_way_last)),) if rings and two_way_last else ()),
         *(
             (("straggler_two_way", "0" if straggler_two_way is False else "1"),)
@@ -1040,6 +1046,7 @@ def optcc(
     relay_sum: bool | None = None,
     degraded_last: bool | None = None,
     sliver_gate: int | None = None,
+    direct_first: int | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -1177,6 +1184,10 @@ def optcc(
             run both ways, on connections of their own, where its rings run one way
             (default :func:`~resilientcc.schedules.hier_ring.default_two_way_last`: 4
             where the straggler owns nothing, else 0). Ignored by the other variants.
+        direct_first: the hierarchical ring's first pieces whose network passes are
+            direct, one hop each way (default
+            :func:`~resilientcc.schedules.hier_ring.default_direct_first`: 8 on 10 to 20
+            servers with at most one degraded, else 0). Ignored by the other variants.
         straggler_two_way: the hierarchical ring's NVLink all-gathers on the degraded
             server run both ways (default true; see
             :mod:`~resilientcc.schedules.hier_ring`). Ignored by the other variants.
@@ -1216,6 +1227,7 @@ def optcc(
         ("own_lag", own_lag, 0),
         ("nvlink_channels", nvlink_channels, 1),
         ("two_way_first", two_way_first, 0),
+        ("direct_first", direct_first, 0),
         ("two_way_last", two_way_last, 0),
         ("sliver_gate", sliver_gate, 0),
     ):
@@ -1293,6 +1305,7 @@ def optcc(
             relay_sum=relay_sum,
             degraded_last=degraded_last,
             sliver_gate=sliver_gate,
+            direct_first=direct_first,
         )
     relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
     if relief is not None:
