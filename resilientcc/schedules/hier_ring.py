@@ -468,8 +468,8 @@ def unlike_classes(servers: Sequence[ServerInfo]) -> list[PipeClass]:
     >>> cls = unlike_classes(server_view(t))  # rails 0 and 1 cut over rails 2-7
     >>> len(cls), sorted({(c.rail, str(c.size)) for c in cls if not c.crossed})[:3]
     (24, [(0, '1/48'), (1, '1/48'), (2, '495/4096')])
-    >>> sorted((c.rail, c.rail_d, str(c.size)) for c in cls if c.crossed)[:3]
-    [(0, 4, '17/4096'), (0, 6, '17/4096'), (0, 7, '17/4096')]
+    >>> tuple(sorted((c.rail, c.rail_d, str(c.size)) for c in cls if c.crossed))[:3]
+    ((0, 4, '17/4096'), (0, 6, '17/4096'), (0, 7, '17/4096'))
     """
     splits, sizes, crossed, _ = _unlike_choice(tuple(servers))
     cut_classes = [
@@ -537,9 +537,9 @@ def unlike_crossed(servers: Sequence[ServerInfo]) -> bool:
 
     >>> from resilientcc.topology import apply_fail_specs, hierarchical
     >>> from resilientcc.schedules._build import server_view
-    >>> [unlike_crossed(server_view(apply_fail_specs(hierarchical(n, 8), [f, "1:x1/2"])))
-    ...  for n, f in ((4, "0:1"), (4, "0:4"), (5, "0:1"))]
-    [False, True, True]
+    >>> tuple(unlike_crossed(server_view(apply_fail_specs(hierarchical(n, 8), [f, "1:x1/2"])))
+    ...       for n, f in ((4, "0:1"), (4, "0:4"), (5, "0:1")))
+    (False, True, True)
     """
     return _unlike_choice(tuple(servers)) is _unlike_plan(tuple(servers), True)
 
