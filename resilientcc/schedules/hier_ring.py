@@ -525,9 +525,11 @@ _UnlikePlan = tuple[
 
 
 def unlike_crossed(servers: Sequence[ServerInfo]) -> bool:
-    """Whether degraded servers that differ exchange crossed parts (:func:`unlike_classes`):
-    from :data:`UNLIKE_CROSS_MIN_HEALTHY` healthy servers on, and with fewer where the
-    parts without them leave the busiest NIC more than :data:`UNLIKE_CROSS_GAIN` slower.
+    """Whether the rails' parts for degraded servers that differ may have crossed parts
+    (:func:`unlike_classes`; the sizes' program then decides how much crosses, maybe
+    nothing): from :data:`UNLIKE_CROSS_MIN_HEALTHY` healthy servers on, and with fewer
+    where the parts without them leave the busiest NIC more than
+    :data:`UNLIKE_CROSS_GAIN` slower.
 
     With two healthy servers the crossed parts load both ends of a rail to the full,
     and the fair share the healthy ring leaves the slow server there falls short: 4
@@ -541,25 +543,19 @@ def unlike_crossed(servers: Sequence[ServerInfo]) -> bool:
     ...       for n, f in ((4, "0:1"), (4, "0:4"), (5, "0:1")))
     (False, True, True)
     """
-    return _unlike_choice(tuple(servers)) is _unlike_plan(tuple(servers), True)
+    view = tuple(servers)
+    if sum(1 for sv in view if sv.healthy) >= UNLIKE_CROSS_MIN_HEALTHY:
+        return True
+    return _unlike_plan(view, False)[3] > _unlike_plan(view, True)[3] * (1 + UNLIKE_CROSS_GAIN)
 
 
-@functools.lru_cache(maxsize=32)
 def _unlike_choice(servers: tuple[ServerInfo, ...]) -> _UnlikePlan:
     """The plan :func:`unlike_classes` runs, crossed or not (:func:`unlike_crossed`)."""
-    crossed = _unlike_plan(servers, True)
-    if sum(1 for sv in servers if sv.healthy) >= UNLIKE_CROSS_MIN_HEALTHY:
-        return crossed
-    straight = _unlike_plan(servers, False)
-    return crossed if straight[3] > crossed[3] * (1 + UNLIKE_CROSS_GAIN) else straight
+    return _unlike_plan(servers, unlike_crossed(servers))
 
 
 @functools.lru_cache(maxsize=64)
-def _unlike_plan(
-    servers: tuple[ServerInfo, ...], cross: bool
-) -> tuple[
-    tuple[tuple[int, ...], ...], tuple[Fraction, ...], tuple[tuple[int, int, Fraction], ...], float
-]:
+def _unlike_plan(servers: tuple[ServerInfo, ...], cross: bool) -> _UnlikePlan:
     """Each rail's classes (:func:`unlike_splits`), their sizes, the crossed parts
     ``(q, c, size)`` (none unless ``cross``) and the busiest NIC's time of
     :func:`unlike_sizes`; cached, as OptCC's choice (``unlike_excess``) and the schedule
@@ -967,9 +963,9 @@ def default_direct_first(servers: Sequence[ServerInfo], pieces: int, network: st
     20 servers, 1 lost 1456.1 → 1442.0; 1 GiB, 16 servers 1 / 2 / 4 lost 5217.0 / 5258.3
     / 5590.1 → 5209.4 / 5258.6 / 5559.5, 12 servers 4 lost 5565.1 → 5538.4. Not adopted:
     8 servers (256 MiB, 1 / 4 lost 1325.5 / 1505.0 → 1348.1 / 1509.1; 2 pieces 1322.9 /
-    1515.9), 24 servers (4 lost 2090.9 → 2112.2), two degraded servers (16 servers, 4
-    lost on each 1553.6 → 1564.8, or 2 lost beside half speed 1569.8 → 1576.7; 12
-    servers, 1 lost on each, 1405.8 → 1375.2) and 12 pieces (128 MiB, 16 servers, no
+    1515.9), 24 servers (4 lost 2090.9 → 2112.2), two degraded servers, where it was
+    mixed (16 servers, 4 lost on each 1553.6 → 1564.8, or 2 lost beside half speed
+    1569.8 → 1576.7; but 12 servers, 1 lost on each, 1405.8 → 1375.2) and 12 pieces (128 MiB, 16 servers, no
     failure / 1 lost 790.0 / 777.2 → 799.7 / 801.1, with 2 pieces 783.5 / 776.1).
 
     >>> from resilientcc.topology import hierarchical, fail_nics
