@@ -20,7 +20,12 @@ from typing import Any
 
 from resilientcc.bounds import latency_lower_bound
 from resilientcc.schedules.generators import generate
-from resilientcc.schedules.optcc import optcc_view, ring_options, small_only
+from resilientcc.schedules.optcc import (
+    PIPELINE_MAX_SERVERS,
+    optcc_view,
+    ring_options,
+    small_only,
+)
 from resilientcc.sim import simulate
 from resilientcc.topology import apply_fail_specs, hierarchical
 from resilientcc.topology.model import Topology
@@ -38,12 +43,15 @@ def build(spec: str) -> Topology:
 def before(topo: Topology, size: Fraction, variant: str) -> tuple[str, dict[str, Any]]:
     """What OptCC ran before the small-buffer defaults, as options: where the default is
     not the hierarchical ring, the same; where it is only because the buffer is small,
-    the variant for a large buffer (``hier_ring=False``); else the hierarchical ring with
-    rings at the rings' depth (up to 63 servers: halving from 64)."""
+    the variant for a large buffer (``hier_ring=False``), and with no degraded server
+    above 8 servers NCCL's ring (which large buffers ran there until the direct network
+    pass, ``optcc.healthy_network``); else the hierarchical ring with rings at the rings'
+    depth (up to 63 servers: halving from 64)."""
     if variant != "hierarchical ring":
         return "unchanged", {}
     servers = optcc_view(topo)
-    if small_only(servers, size):
+    healthy = all(sv.healthy for sv in servers) and len(servers) > PIPELINE_MAX_SERVERS
+    if healthy or small_only(servers, size):
         return "large-buffer variant", {"hier_ring": False}
     return "rings", ring_options(size, len(servers))
 

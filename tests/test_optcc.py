@@ -242,8 +242,13 @@ def test_decoupled_straggler_moves_exactly_the_bound_bytes():
     assert out == 1 and inn == 1
 
 
-def test_no_degraded_server_is_the_ring_above_pipeline_max_servers():
-    topo = hierarchical(PIPELINE_MAX_SERVERS + 1, 2)
+def test_no_degraded_server_is_the_ring_above_healthy_direct_max_servers():
+    """Above HEALTHY_DIRECT_MAX_SERVERS servers with no degraded server, and above
+    HEALTHY_HIER_RING_MAX_BYTES, OptCC is NCCL's ring."""
+    from resilientcc.schedules.optcc import HEALTHY_DIRECT_MAX_SERVERS
+
+    assert HEALTHY_DIRECT_MAX_SERVERS > PIPELINE_MAX_SERVERS
+    topo = hierarchical(HEALTHY_DIRECT_MAX_SERVERS + 1, 2)
     s = optcc(topo, M)
     r = ring(topo, M)
     assert s.name == "optcc" and s.transfers == r.transfers
@@ -368,7 +373,8 @@ BIG = Fraction(2**25)
 SMALL = Fraction(2**23)
 VARIANT_TABLE = [
     (4, 8, "none", BIG, "pipelined hierarchical"),
-    (9, 8, "none", Fraction(2**29), "ring (no degraded server)"),
+    (9, 8, "none", Fraction(2**29), "hierarchical ring"),
+    (21, 8, "none", Fraction(2**29), "ring (no degraded server)"),
     (9, 8, "none", Fraction(2**28), "hierarchical ring"),
     (5, 8, "0:1", BIG, "pipelined hierarchical"),
     (6, 8, "0:1", BIG, "pipelined hierarchical"),

@@ -102,7 +102,10 @@ is left out, as if dead: 1 GiB, 4 × 8 GPUs, 9.813 → 4.481 ms).
 
 With no degraded server OptCC is the pipelined hierarchical schedule up to
 :data:`PIPELINE_MAX_SERVERS` servers (0.81 × NCCL's ring on 4 × 8 GPUs at 1 GiB, 0.92 ×
-on 8 × 8) and NCCL's ring above (the direct schedule measures 1.12 × the ring there), so
+on 8 × 8); above, the hierarchical ring up to :data:`HEALTHY_HIER_RING_MAX_BYTES`, and
+above that up to :data:`HEALTHY_DIRECT_MAX_SERVERS` servers the hierarchical ring with
+the direct network pass (:func:`healthy_network`; 16 × 8 GPUs, 1 GiB: 0.96 × NCCL's
+ring), NCCL's ring beyond (the direct schedule measures 1.12 × the ring there), so
 at ``β = 1`` it is at most 0.967 × the fault-free ring on 2–8 servers from 1 MiB to 512
 MiB (pieces of 4 MiB on up to 4 NVLink lanes:
 :func:`~resilientcc.schedules.hier_pipeline.default_healthy_pieces`,
@@ -179,6 +182,8 @@ __all__ = [
     "ALIKE_SLACK",
     "HALVING_MIN_SERVERS",
     "HALVING_PIECES",
+    "HEALTHY_DIRECT_MAX_SERVERS",
+    "HEALTHY_DIRECT_MIN_SERVERS",
     "HEALTHY_HIER_RING_MAX_BYTES",
     "NO_SLIVER_MAX_BYTES",
     "NVLINK_HALVING_MAX_BYTES",
@@ -200,6 +205,7 @@ __all__ = [
     "balanced_shares",
     "decoupled_excess",
     "default_nvlink_rs",
+    "healthy_network",
     "lone_healthy_view",
     "optcc",
     "optcc_view",
@@ -288,9 +294,16 @@ SMALL_HIER_RING_MAX_BYTES = 16 * 2**20
 #: 180.6 / 166.3 / 165.2; 16 × 8, 1 lost, 4 / 16 MiB 129.1 / 122.9 / 119.6 / 117.8,
 #: 215.9 / 194.5 / 200.4 / 200.9; 4 × 8, 4 lost, 16 MiB 225.7 / 192.8 / 178.2 / 172.2
 SMALL_PIECES = 8
-#: with no degraded server above :data:`PIPELINE_MAX_SERVERS` servers, up to this many
-#: bytes (NCCL's ring above)
+#: with no degraded server above :data:`PIPELINE_MAX_SERVERS` servers, the hierarchical
+#: ring up to this many bytes (above, NCCL's ring from :data:`HEALTHY_DIRECT_MAX_SERVERS`
+#: servers on)
 HEALTHY_HIER_RING_MAX_BYTES = 256 * 2**20
+#: with no degraded server the hierarchical ring's network pass is direct
+#: (:func:`healthy_network`) from this many servers on up to
+#: :data:`HEALTHY_HIER_RING_MAX_BYTES`, and at every size up to
+#: :data:`HEALTHY_DIRECT_MAX_SERVERS` servers (where OptCC was NCCL's ring above it)
+HEALTHY_DIRECT_MIN_SERVERS = 12
+HEALTHY_DIRECT_MAX_SERVERS = 20
 #: where the network pass is direct (:func:`small_network`), the degraded servers own no
 #: sliver up to this many bytes
 NO_SLIVER_MAX_BYTES = 16 * 2**20
@@ -347,6 +360,45 @@ def small_network(servers: Sequence[ServerInfo], size: Fraction) -> str | None:
     if size > SMALL_NETWORK_MAX_BYTES or len(servers) > SMALL_DIRECT_MAX_SERVERS:
         return None
     return DIRECT if sum(1 for sv in servers if sv.healthy) >= 3 else None
+
+
+def healthy_network(servers: Sequence[ServerInfo], size: Fraction) -> str | None:
+    """How the hierarchical ring crosses the network on a cluster with no degraded
+    server above :data:`PIPELINE_MAX_SERVERS` servers:
+    :data:`~resilientcc.schedules.hier_ring.DIRECT` from
+    :data:`HEALTHY_DIRECT_MIN_SERVERS` to :data:`SMALL_DIRECT_MAX_SERVERS` servers up to
+    :data:`HEALTHY_HIER_RING_MAX_BYTES`, and at every size up to
+    :data:`HEALTHY_DIRECT_MAX_SERVERS` servers (OptCC then runs the hierarchical ring
+    there instead of NCCL's ring, :func:`_use_hier_ring`); else ``None``.
+
+    Without a straggler every server's NICs bind alike, and the rings' chains of network
+    hops are all the pipeline's head and tail. Measured, µs, no failure, 8 GPUs per
+    server: up to 256 MiB, rings → direct, 12 servers 64 / 128 / 256 MiB 436.6 / 741.7 /
+    1347.7 → 415.5 / 723.3 / 1338.4, 16 servers 459.5 / 790.0 / 1406.9 → 418.1 / 732.7 /
+    1361.8, 20 servers 256 MiB 1448.3 → 1386.3, 24 / 32 servers 2043.3 / 2270.0 → 1818.0
+    / 1819.0 (but 10 servers 413.7 / 718.4 / 1314.7 → 412.1 / 714.6 / 1324.3); 1 GiB,
+    NCCL's ring → the hierarchical ring, direct: 9 / 10 / 12 / 16 / 20 servers 5319.9 /
+    5327.4 / 5338.6 / 5353.3 / 5362.3 → 5059.6 / 4967.1 / 5029.4 / 5136.7 / 5211.5 (1.021
+    × the bound on 16), but 24 servers 5368.2 → 5413.3 and 8 servers (the pipelined
+    schedule) 4868.3 → 5157.2.
+
+    >>> from resilientcc.topology import hierarchical
+    >>> from resilientcc.schedules._build import server_view
+    >>> [healthy_network(server_view(hierarchical(n, 8)), Fraction(2**30)) for n in (8, 16, 24)]
+    [None, 'direct', None]
+    >>> healthy_network(server_view(hierarchical(24, 8)), Fraction(2**28))
+    'direct'
+    """
+    n = len(servers)
+    if n <= PIPELINE_MAX_SERVERS or not all(sv.healthy for sv in servers):
+        return None
+    if n <= HEALTHY_DIRECT_MAX_SERVERS and (
+        size > HEALTHY_HIER_RING_MAX_BYTES or n >= HEALTHY_DIRECT_MIN_SERVERS
+    ):
+        return DIRECT
+    if HEALTHY_DIRECT_MIN_SERVERS <= n <= SMALL_DIRECT_MAX_SERVERS:
+        return DIRECT if size <= HEALTHY_HIER_RING_MAX_BYTES else None
+    return None
 
 
 def small_hier_ring(servers: Sequence[ServerInfo], size: Fraction) -> bool:
@@ -704,7 +756,10 @@ def _use_hier_ring(
         return True
     # with no degraded server OptCC stays NCCL's ring above eight servers (16 x 8 GPUs,
     # 1 GiB: the hierarchical ring 5.327 ms, 5.300 with its rings both ways and 96
-    # pieces, 1 % for 3.1 million transfers; the ring 5.353)
+    # pieces, 1 % for 3.1 million transfers; the ring 5.353), except where the
+    # hierarchical ring crosses the network directly (healthy_network; 5.137)
+    if not degraded and not other and blocker is None:
+        return healthy_network(servers, size) is not None
     return bool(degraded) and not other and blocker is None
 
 
@@ -793,6 +848,7 @@ def _layered(
             k = SMALL_PIECES
         if network is None:
             small = None if halving_size else small_network(servers, size)
+            small = small or healthy_network(servers, size)
             network = HALVING if halving_size else (small or RING)
         if sliver is None and network == DIRECT and size <= NO_SLIVER_MAX_BYTES:
             sliver = Fraction(0)
