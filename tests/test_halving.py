@@ -256,16 +256,23 @@ def test_hier_ring_with_direct_network_is_an_allreduce(
     """The direct network pass is an AllReduce around any failure of one or two servers,
     with a sliver or none, also where the senders outnumber the owner's other GPUs (2
     or 3 GPUs per server: later senders add into earlier copies)."""
+    _check_drawn(data, servers, gpus, pieces, network=DIRECT)
+
+
+def _check_drawn(data, servers: int, gpus: int, pieces: int, **kw) -> None:
+    """Build the hierarchical ring (options ``kw``) on a drawn cluster, one or two of its
+    servers losing NICs, a sliver or none, and check it with the exact executor (and that
+    deps point back); skips clusters with fewer than two healthy servers, and a sliver the
+    failure pattern cannot take."""
     topo = hierarchical(servers, gpus)
     for s in data.draw(st.sets(st.integers(0, servers - 1), max_size=2), label="degraded"):
         topo = fail_nics(topo, s, data.draw(st.integers(0, gpus - 1), label="lost"))
-    servers_view = server_view(topo)
-    if sum(sv.healthy for sv in servers_view) < 2:
+    if sum(sv.healthy for sv in server_view(topo)) < 2:
         return
     sliver = data.draw(st.sampled_from([None, Fraction(0)]), label="sliver")
     try:
-        sched = _build(topo, pieces, network=DIRECT, sliver=sliver)
-    except ScheduleError as e:  # a sliver the failure pattern cannot take
+        sched = _build(topo, pieces, sliver=sliver, **kw)
+    except ScheduleError as e:
         assert "sliver" in str(e)
         return
     executor.check(sched)
@@ -309,19 +316,7 @@ def test_direct_first_pieces_make_an_allreduce(
     """The first pieces by the direct pass and the rest by rings (``direct_first``, as
     many as the pieces or more too) is an AllReduce around any failure of one or two
     servers, with a sliver or none."""
-    topo = hierarchical(servers, gpus)
-    for s in data.draw(st.sets(st.integers(0, servers - 1), max_size=2), label="degraded"):
-        topo = fail_nics(topo, s, data.draw(st.integers(0, gpus - 1), label="lost"))
-    if sum(sv.healthy for sv in server_view(topo)) < 2:
-        return
-    sliver = data.draw(st.sampled_from([None, Fraction(0)]), label="sliver")
-    try:
-        sched = _build(topo, pieces, network=RING, sliver=sliver, direct_first=first)
-    except ScheduleError as e:  # a sliver the failure pattern cannot take
-        assert "sliver" in str(e)
-        return
-    executor.check(sched)
-    assert all(d < t.id for t in sched.transfers for d in t.deps)
+    _check_drawn(data, servers, gpus, pieces, network=RING, direct_first=first)
 
 
 def test_direct_first_pieces_are_proved_and_shorten_the_head() -> None:

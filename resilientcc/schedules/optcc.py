@@ -384,8 +384,8 @@ def healthy_network(servers: Sequence[ServerInfo], size: Fraction) -> str | None
 
     >>> from resilientcc.topology import hierarchical
     >>> from resilientcc.schedules._build import server_view
-    >>> [healthy_network(server_view(hierarchical(n, 8)), Fraction(2**30)) for n in (8, 16, 24)]
-    [None, 'direct', None]
+    >>> tuple(healthy_network(server_view(hierarchical(n, 8)), Fraction(2**30)) for n in (8, 16, 24))
+    (None, 'direct', None)
     >>> healthy_network(server_view(hierarchical(24, 8)), Fraction(2**28))
     'direct'
     """
