@@ -185,6 +185,7 @@ __all__ = [
     "HEALTHY_DIRECT_MAX_SERVERS",
     "HEALTHY_DIRECT_MIN_SERVERS",
     "HEALTHY_HIER_RING_MAX_BYTES",
+    "HEALTHY_RINGS_MIN_GPUS",
     "NO_SLIVER_MAX_BYTES",
     "NVLINK_HALVING_MAX_BYTES",
     "ONE_DEAD_PIPELINE_MAX_SERVERS",
@@ -304,6 +305,9 @@ HEALTHY_HIER_RING_MAX_BYTES = 256 * 2**20
 #: :data:`HEALTHY_DIRECT_MAX_SERVERS` servers (where OptCC was NCCL's ring above it)
 HEALTHY_DIRECT_MIN_SERVERS = 12
 HEALTHY_DIRECT_MAX_SERVERS = 20
+#: below :data:`HEALTHY_DIRECT_MIN_SERVERS` servers the direct pass up to
+#: :data:`HEALTHY_HIER_RING_MAX_BYTES` too where servers have fewer GPUs than this
+HEALTHY_RINGS_MIN_GPUS = 8
 #: where the network pass is direct (:func:`small_network`), the degraded servers own no
 #: sliver up to this many bytes
 NO_SLIVER_MAX_BYTES = 16 * 2**20
@@ -367,7 +371,8 @@ def healthy_network(servers: Sequence[ServerInfo], size: Fraction) -> str | None
     server above :data:`PIPELINE_MAX_SERVERS` servers:
     :data:`~resilientcc.schedules.hier_ring.DIRECT` from
     :data:`HEALTHY_DIRECT_MIN_SERVERS` to :data:`SMALL_DIRECT_MAX_SERVERS` servers up to
-    :data:`HEALTHY_HIER_RING_MAX_BYTES`, and at every size up to
+    :data:`HEALTHY_HIER_RING_MAX_BYTES` (from 9 servers where they have fewer than
+    :data:`HEALTHY_RINGS_MIN_GPUS` GPUs), and at every size up to
     :data:`HEALTHY_DIRECT_MAX_SERVERS` servers (OptCC then runs the hierarchical ring
     there instead of NCCL's ring, :func:`_use_hier_ring`); else ``None``.
 
@@ -380,7 +385,12 @@ def healthy_network(servers: Sequence[ServerInfo], size: Fraction) -> str | None
     NCCL's ring → the hierarchical ring, direct: 9 / 10 / 12 / 16 / 20 servers 5319.9 /
     5327.4 / 5338.6 / 5353.3 / 5362.3 → 5059.6 / 4967.1 / 5029.4 / 5136.7 / 5211.5 (1.021
     × the bound on 16), but 24 servers 5368.2 → 5413.3 and 8 servers (the pipelined
-    schedule) 4868.3 → 5157.2.
+    schedule) 4868.3 → 5157.2. With fewer GPUs per server the rings lose below 12
+    servers too, where they were slower than NCCL's ring at ``β = 1``: µs, rings /
+    direct / NCCL's ring, 11 × 3 GPUs at 64 / 256 MiB 996.6 / 868.4 / 903.4 and 3381.5
+    / 3308.3 / 3496.5, 10 × 2 at 64 MiB 1366.9 / 1260.8 / 1300.9, 9 × 4 at 64 MiB 735.6
+    / 660.9 / 746.5; with 8 GPUs they win there (9 × 8 at 64 / 256 MiB 408.9 / 416.7 and
+    1303.7 / 1344.3).
 
     >>> from resilientcc.topology import hierarchical
     >>> from resilientcc.schedules._build import server_view
@@ -392,8 +402,9 @@ def healthy_network(servers: Sequence[ServerInfo], size: Fraction) -> str | None
     n = len(servers)
     if n <= PIPELINE_MAX_SERVERS or not all(sv.healthy for sv in servers):
         return None
+    few_gpus = len(servers[0].ranks) < HEALTHY_RINGS_MIN_GPUS
     if n <= HEALTHY_DIRECT_MAX_SERVERS and (
-        size > HEALTHY_HIER_RING_MAX_BYTES or n >= HEALTHY_DIRECT_MIN_SERVERS
+        size > HEALTHY_HIER_RING_MAX_BYTES or n >= HEALTHY_DIRECT_MIN_SERVERS or few_gpus
     ):
         return DIRECT
     if HEALTHY_DIRECT_MIN_SERVERS <= n <= SMALL_DIRECT_MAX_SERVERS:
