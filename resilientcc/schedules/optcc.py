@@ -402,14 +402,12 @@ def healthy_network(servers: Sequence[ServerInfo], size: Fraction) -> str | None
     n = len(servers)
     if n <= PIPELINE_MAX_SERVERS or not all(sv.healthy for sv in servers):
         return None
-    few_gpus = len(servers[0].ranks) < HEALTHY_RINGS_MIN_GPUS
-    if n <= HEALTHY_DIRECT_MAX_SERVERS and (
-        size > HEALTHY_HIER_RING_MAX_BYTES or n >= HEALTHY_DIRECT_MIN_SERVERS or few_gpus
-    ):
-        return DIRECT
-    if HEALTHY_DIRECT_MIN_SERVERS <= n <= SMALL_DIRECT_MAX_SERVERS:
-        return DIRECT if size <= HEALTHY_HIER_RING_MAX_BYTES else None
-    return None
+    if size > HEALTHY_HIER_RING_MAX_BYTES:
+        direct = n <= HEALTHY_DIRECT_MAX_SERVERS
+    else:
+        few_gpus = len(servers[0].ranks) < HEALTHY_RINGS_MIN_GPUS
+        direct = (n >= HEALTHY_DIRECT_MIN_SERVERS or few_gpus) and n <= SMALL_DIRECT_MAX_SERVERS
+    return DIRECT if direct else None
 
 
 def small_hier_ring(servers: Sequence[ServerInfo], size: Fraction) -> bool:
@@ -897,7 +895,8 @@ def _layered(
         lag = (default_sliver_lag(k) if own_lag is None else own_lag) if thin else None
         if lag is not None and sliver_gate is None:
             sliver_gate = default_sliver_gate(w, lag)
-        halving = (network or RING) in (HALVING, DIRECT)  # passes that are not rings
+        net = network or RING  # (resolved above; the name narrows the type)
+        halving = net in (HALVING, DIRECT)  # passes that are not rings
         if default_bidirectional(servers, halving):
             # the rings run both ways: no piece has anything to add (recorded as 0)
             two_way_first = two_way_last = 0
@@ -906,7 +905,12 @@ def _layered(
         if two_way_last is None:
             two_way_last = default_two_way_last(thin, halving)
         if direct_first is None:
-            direct_first = default_direct_first(servers, k, network or RING)
+            direct_first = default_direct_first(servers, k, net)
+        # the flat tail as hier_ring takes it (the meta records flat_tail only if asked);
+        # with the direct network pass the degraded servers' NVLink all-gathers are flat
+        # there too, and where that is every piece straggler_two_way has no effect
+        flat_last = default_flat_tail(size, k) if flat_tail is None else flat_tail
+        all_flat = net == DIRECT and flat_last >= k
         classes = hier_ring_schedule(
             b,
             servers,
@@ -914,9 +918,9 @@ def _layered(
             size,
             net_window=w,
             sliver=thin,
-            network=network or RING,
+            network=net,
             merge=nvlink_merge or 1,
-            flat_last=flat_tail,
+            flat_last=flat_last,
             sliver_lag=lag,
             two_way_first=two_way_first,
             two_way_last=two_way_last,
@@ -925,10 +929,6 @@ def _layered(
             nvlink_rs=nvlink_rs or RING,
             direct_first=direct_first,
         )
-        # with the direct network pass the degraded servers' NVLink all-gathers are flat
-        # in the flat tail; where that is every piece, straggler_two_way has no effect
-        flat_last = default_flat_tail(size, k) if flat_tail is None else flat_tail
-        all_flat = network == DIRECT and flat_last >= k
         healthy = sum(1 for sv in servers if sv.healthy)
         slow = len(servers) - healthy
         shares = {sv.index: (1 - slow * thin) / healthy if sv.healthy else thin for sv in servers}
