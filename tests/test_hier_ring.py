@@ -1035,9 +1035,48 @@ def test_optcc_rings_around_unlike_servers_where_decoupling_costs_little() -> No
     fast, slow = simulate(ring_s, topo).time_s, simulate(direct_s, topo).time_s
     bound = float(lower_bound(topo, size).seconds)
     assert bound <= fast < 0.9 * slow
+    # where decoupling them costs more, the direct schedule from 1 GiB on
     costly = apply_fail_specs(hierarchical(8, 8), ["0:1", "1:2", "2:x1/2"])
     assert unlike_excess(server_view(costly)) > UNLIKE_RING_MAX_EXCESS
-    assert optcc(costly, size, check=False).meta_get("variant") == "direct"
+    assert optcc(costly, Fraction(2**30), check=False).meta_get("variant") == "direct"
+
+
+def test_optcc_stays_off_the_direct_schedule_below_1_gib() -> None:
+    """Below UNLIKE_DIRECT_MIN_BYTES, with three healthy servers or more, degraded servers
+    that differ get the ring family whatever decoupling them costs: seen alike where
+    that costs less than decoupling each (NICs 0, 3 and 5 lost on three of 8 servers:
+    the water-filling 10.9 % slower alike, 19.9 % decoupled), else each decoupled on the
+    ring. Each is faster than the direct schedule they ran before, and than Balance."""
+    from resilientcc.schedules.optcc import (
+        UNLIKE_DIRECT_MIN_BYTES,
+        UNLIKE_RING_MAX_EXCESS,
+        unlike_excess,
+        unlike_rings,
+    )
+
+    size = Fraction(2**28)
+    assert size < UNLIKE_DIRECT_MIN_BYTES
+    alike = apply_fail_specs(hierarchical(8, 8), ["0:nic0", "1:nic3", "2:nic5"])
+    costly = apply_fail_specs(hierarchical(8, 8), ["0:1", "1:2", "2:x1/2"])
+    scheds = {}
+    for topo in (alike, costly):
+        sv = server_view(topo)
+        assert unlike_excess(sv) > UNLIKE_RING_MAX_EXCESS and unlike_rings(sv, size)
+        sched = scheds[topo] = optcc(topo, size)
+        assert sched.meta_get("variant") == "hierarchical ring"
+        t = simulate(sched, topo).time_s
+        bound = float(lower_bound(topo, size).seconds)
+        direct_t = simulate(optcc(topo, size, direct=True, check=False), topo).time_s
+        assert bound <= t < 0.85 * direct_t
+        assert t < simulate(balance(topo, size), topo).time_s
+    # seen alike: no degraded server's traffic on a rail one of them lost
+    net = [t for t in scheds[alike].transfers if t.src // 8 != t.dst // 8]
+    degraded = [t for t in net if t.src // 8 < 3 or t.dst // 8 < 3]
+    assert degraded and all(t.channel % 8 not in (0, 3, 5) for t in degraded)
+    assert any(t.channel % 8 == 0 for t in net)  # the healthy servers keep rail 0
+    # two healthy servers: the direct schedule stays (seen alike it could cost far more)
+    two = apply_fail_specs(hierarchical(4, 8), ["0:nic0", "1:nic3x1/2"])
+    assert not unlike_rings(server_view(two), size)
 
 
 def test_crossed_parts_bring_the_busiest_nic_to_the_water_filling() -> None:

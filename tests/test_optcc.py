@@ -392,7 +392,10 @@ VARIANT_TABLE = [
     (4, 4, "0:1", BIG, "rings + decoupled direct"),
     (4, 4, "0:2", BIG, "direct"),
     (4, 8, "0:1+1:x1/2", BIG, "hierarchical ring"),
-    (8, 8, "0:1+1:2+2:x1/2", BIG, "direct"),
+    (8, 8, "0:1+1:2+2:x1/2", BIG, "hierarchical ring"),
+    (8, 8, "0:nic0+1:nic3+2:nic5", BIG, "hierarchical ring"),  # seen alike
+    (8, 8, "0:1+1:2+2:x1/2", Fraction(2**30), "direct"),
+    (6, 8, "0:nic0+1:nic7+2:nic2,nic3+3:x7/8", BIG, "direct"),  # two healthy servers
     # small buffers: the hierarchical ring wherever it can run
     (4, 8, "none", SMALL, "hierarchical ring"),
     (5, 8, "0:1", SMALL, "hierarchical ring"),

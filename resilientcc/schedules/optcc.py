@@ -180,6 +180,7 @@ from resilientcc.topology.model import Topology
 
 __all__ = [
     "ALIKE_SLACK",
+    "ALIKE_WIDE_SLACK",
     "HALVING_MIN_SERVERS",
     "HALVING_PIECES",
     "HEALTHY_DIRECT_MAX_SERVERS",
@@ -201,6 +202,8 @@ __all__ = [
     "SMALL_HIER_RING_MAX_BYTES",
     "SMALL_NETWORK_MAX_BYTES",
     "SMALL_PIECES",
+    "UNLIKE_DIRECT_MIN_BYTES",
+    "UNLIKE_RINGS_MIN_HEALTHY",
     "UNLIKE_RING_MAX_EXCESS",
     "alike_view",
     "balanced_shares",
@@ -215,6 +218,7 @@ __all__ = [
     "small_network",
     "small_only",
     "unlike_excess",
+    "unlike_rings",
     "water_filling_time",
 ]
 
@@ -279,6 +283,15 @@ UNLIKE_RING_MAX_EXCESS = 0.09
 #: several degraded servers alike: the pipelined schedule it enables measured 1.18-1.26 ×
 #: the bound where the direct schedule took 1.26-1.49 × (4 × 8 GPUs, 256 MiB)
 ALIKE_SLACK = Fraction(1, 10)
+#: below this many bytes degraded servers that differ never take the direct schedule
+#: where :data:`UNLIKE_RINGS_MIN_HEALTHY` servers or more are healthy: they are seen
+#: alike where that costs less than decoupling each would (:func:`alike_view`), else they
+#: get the hierarchical ring, each decoupled (:func:`unlike_rings`)
+UNLIKE_DIRECT_MIN_BYTES = 2**30
+UNLIKE_RINGS_MIN_HEALTHY = 3
+#: from :data:`UNLIKE_DIRECT_MIN_BYTES` on they are seen alike where that costs at most
+#: this much and less than decoupling each would (with that many healthy servers)
+ALIKE_WIDE_SLACK = Fraction(1, 6)
 
 
 #: small buffers: up to this many bytes OptCC's hierarchical ring crosses the network in
@@ -316,12 +329,12 @@ NO_SLIVER_MAX_BYTES = 16 * 2**20
 NVLINK_HALVING_MAX_BYTES = 8 * 2**20
 
 
-def optcc_view(topology: Topology) -> list[ServerInfo]:
-    """The servers as OptCC sees them: alive NICs too slow to use left out
-    (:func:`~resilientcc.schedules._build.usable_view`), degraded servers alike where
-    that costs little (:func:`alike_view`), a lone healthy server with the others'
-    alive rails on a rail fabric (:func:`lone_healthy_view`)."""
-    servers = alike_view(usable_view(server_view(topology)))
+def optcc_view(topology: Topology, size: Fraction | None = None) -> list[ServerInfo]:
+    """The servers as OptCC sees them for a buffer of ``size`` bytes: alive NICs too slow
+    to use left out (:func:`~resilientcc.schedules._build.usable_view`), degraded servers
+    alike where that costs little (:func:`alike_view`), a lone healthy server with the
+    others' alive rails on a rail fabric (:func:`lone_healthy_view`)."""
+    servers = alike_view(usable_view(server_view(topology)), size)
     return lone_healthy_view(servers, topology.param("fabric", "rail") == "rail")
 
 
@@ -533,17 +546,40 @@ def water_filling_time(bandwidth: Mapping[int, Fraction]) -> Fraction:
     return max(((1 + (n - 2) * w[s]) / b for s, b in bandwidth.items()), default=Fraction(0))
 
 
-def alike_view(servers: Sequence[ServerInfo]) -> list[ServerInfo]:
+def alike_view(servers: Sequence[ServerInfo], size: Fraction | None = None) -> list[ServerInfo]:
     """Several degraded servers that differ, seen alike: each keeps only the NICs alive on
     all of them, at the slowest of their bandwidths, if that costs the water-filling at
-    most :data:`ALIKE_SLACK` (:func:`water_filling_time`); otherwise ``servers``.
+    most :data:`ALIKE_SLACK` (:func:`water_filling_time`); otherwise ``servers``. With a
+    buffer of ``size`` bytes above the small buffers (:data:`SMALL_HIER_RING_MAX_BYTES`,
+    where the hierarchical ring keeps every NIC), :data:`UNLIKE_RINGS_MIN_HEALTHY` healthy
+    servers or more and a cluster the hierarchical ring can run on, also where it costs
+    less than decoupling each of them would (:func:`unlike_excess`, the ring's estimate),
+    up to :data:`ALIKE_WIDE_SLACK` from :data:`UNLIKE_DIRECT_MIN_BYTES` on (below, OptCC
+    takes the lower of the two estimates: :func:`unlike_rings`).
+
+    Three of 8 × 8 GPUs that lost NIC 0, 3 and 5 (the water-filling 10.9 % slower seen
+    alike, 19.9 % decoupled), × the bound: the direct schedule 1.722 at 256 MiB, 1.370 at
+    1 GiB; seen alike 1.212 and 1.165; each decoupled on the ring 1.542 and 1.481 (Balance
+    1.457 and 1.450). Seen alike against the direct schedule at 1 GiB, where the view
+    cost 10.9-15.4 % and less than decoupling (7 patterns of three or four degraded
+    servers on 8 and 12 servers): 1.165-1.319 × the bound against 1.344-1.449; above
+    :data:`ALIKE_WIDE_SLACK` mixed: 8 servers, 19.2 / 21.2 / 28.3 %, 1.411 / 1.419 / 1.572
+    against 1.385 / 1.368 / 1.374; 6 and 12 servers, 19.4 and 18.2 %, 1.343 and 1.323
+    against 1.772 and 1.488.
+
+    >>> from resilientcc.topology import apply_fail_specs, hierarchical
+    >>> from resilientcc.schedules._build import server_view
+    >>> three = server_view(apply_fail_specs(hierarchical(8, 8), ["0:nic0", "1:nic3", "2:nic5"]))
+    >>> tuple(len(sv.alive) for sv in alike_view(three, Fraction(2**28))[:4])
+    (5, 5, 5, 8)
+    >>> tuple(len(sv.alive) for sv in alike_view(three)[:4])  # no size: the slack only
+    (7, 7, 7, 8)
 
     The pipelined hierarchical schedule needs its degraded servers alike. Two servers of
     4 × 8 GPUs that lost NIC 0 and NIC 3 (256 MiB): 1.471 × the bound with the direct
     schedule, 1.263 × both seen without NICs 0 and 3 (the water-filling 7 % slower).
 
-    >>> from resilientcc.topology import fail_nics, hierarchical
-    >>> from resilientcc.schedules._build import server_view
+    >>> from resilientcc.topology import fail_nics
     >>> t = fail_nics(fail_nics(hierarchical(4, 8), 0, [0]), 1, [3])
     >>> view = alike_view(server_view(t))
     >>> tuple((sv.alive, sv.egress / 10**9) for sv in view[:2])
@@ -563,7 +599,46 @@ def alike_view(servers: Sequence[ServerInfo]) -> list[ServerInfo]:
     view = [sv if sv.healthy else restricted(sv, common, tau) for sv in servers]
     before = water_filling_time({sv.index: sv.bandwidth for sv in servers})
     after = water_filling_time({sv.index: sv.bandwidth for sv in view})
-    return view if after <= before * (1 + ALIKE_SLACK) else list(servers)
+    if after <= before * (1 + ALIKE_SLACK):
+        return view
+    if size is None or size <= SMALL_HIER_RING_MAX_BYTES or not _rings_can_take(servers):
+        return list(servers)
+    if size >= UNLIKE_DIRECT_MIN_BYTES and after > before * (1 + ALIKE_WIDE_SLACK):
+        return list(servers)
+    return view if after < before * (1 + Fraction(unlike_excess(servers))) else list(servers)
+
+
+def _rings_can_take(servers: Sequence[ServerInfo]) -> bool:
+    """:data:`UNLIKE_RINGS_MIN_HEALTHY` healthy servers or more, and the hierarchical ring
+    can run (:func:`~resilientcc.schedules.hier_ring.hier_ring_blocker`)."""
+    healthy = sum(1 for sv in servers if sv.healthy)
+    return healthy >= UNLIKE_RINGS_MIN_HEALTHY and hier_ring_blocker(servers) is None
+
+
+def unlike_rings(servers: Sequence[ServerInfo], size: Fraction | None) -> bool:
+    """Whether degraded servers that differ stay off the direct schedule for a buffer of
+    ``size`` bytes: below :data:`UNLIKE_DIRECT_MIN_BYTES`, with
+    :data:`UNLIKE_RINGS_MIN_HEALTHY` healthy servers or more, where the hierarchical ring
+    can run (:func:`~resilientcc.schedules.hier_ring.hier_ring_blocker`). They are then
+    seen alike (:func:`alike_view`) or each decoupled on the ring, whichever estimate is
+    lower, whatever :data:`ALIKE_SLACK` and :data:`UNLIKE_RING_MAX_EXCESS` say.
+
+    The direct schedule does not pipeline well below 1 GiB: on 6 to 12 servers with two
+    to four degraded servers that differ (17 random patterns, 256 and 512 MiB) it was the
+    slowest of the three every time, 1.43-2.38 × the bound where the better of the
+    other two took 1.18-1.53 ×, and the lower estimate picked the faster of them but
+    once (1.564 against 1.532). At 1 GiB it keeps its place: on 8 servers it beat both
+    in seven of eight patterns (1.30-1.44 ×). With two healthy servers seeing them alike
+    could cost far more (6 servers, 4 degraded, 256 MiB: 2.9-8.3 × where the direct
+    schedule took 1.4-2.4 ×).
+
+    >>> from resilientcc.topology import apply_fail_specs, hierarchical
+    >>> from resilientcc.schedules._build import server_view
+    >>> sv = server_view(apply_fail_specs(hierarchical(8, 8), ["0:nic0", "1:nic3", "2:nic5"]))
+    >>> unlike_rings(sv, Fraction(2**28)), unlike_rings(sv, Fraction(2**30))
+    (True, False)
+    """
+    return size is not None and size < UNLIKE_DIRECT_MIN_BYTES and _rings_can_take(servers)
 
 
 def lone_healthy_view(servers: Sequence[ServerInfo], rail_fabric: bool) -> list[ServerInfo]:
@@ -703,7 +778,7 @@ def _use_hier_ring(
         return (
             not other
             and hier_ring_blocker(servers) is None
-            and unlike_excess(servers) <= UNLIKE_RING_MAX_EXCESS
+            and (unlike_excess(servers) <= UNLIKE_RING_MAX_EXCESS or unlike_rings(servers, size))
         )
     owns_nothing = any(shares[sv.index] == 0 for sv in degraded)
     # from six servers on, a straggler that owns a share gets it as the hierarchical
@@ -1327,7 +1402,7 @@ def optcc(
         check_network(network)
     if nvlink_rs is not None:
         check_network(nvlink_rs, "nvlink_rs", NVLINK_PASSES)
-    servers = optcc_view(topology)
+    servers = optcc_view(topology, size)
     n = len(servers)
     bw = {sv.index: sv.bandwidth for sv in servers}
     shares = balanced_shares(bw)
