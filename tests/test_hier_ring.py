@@ -1035,21 +1035,23 @@ def test_optcc_rings_around_unlike_servers_where_decoupling_costs_little() -> No
     fast, slow = simulate(ring_s, topo).time_s, simulate(direct_s, topo).time_s
     bound = float(lower_bound(topo, size).seconds)
     assert bound <= fast < 0.9 * slow
-    # where decoupling them costs more, the direct schedule from 1 GiB on
+    # where decoupling them costs more, the direct schedule from 512 MiB on
     costly = apply_fail_specs(hierarchical(8, 8), ["0:1", "1:2", "2:x1/2"])
     assert unlike_excess(server_view(costly)) > UNLIKE_RING_MAX_EXCESS
     assert optcc(costly, Fraction(2**30), check=False).meta_get("variant") == "direct"
 
 
-def test_optcc_stays_off_the_direct_schedule_below_1_gib() -> None:
+def test_optcc_stays_off_the_direct_schedule_below_512_mib() -> None:
     """Below UNLIKE_DIRECT_MIN_BYTES, with three healthy servers or more, degraded servers
-    that differ get the ring family whatever decoupling them costs: seen alike where
-    that costs less than decoupling each (NICs 0, 3 and 5 lost on three of 8 servers:
-    the water-filling 10.9 % slower alike, 19.9 % decoupled), else each decoupled on the
-    ring. Each is faster than the direct schedule they ran before, and than Balance."""
+    that differ get the ring family where decoupling them costs more than
+    UNLIKE_RING_MAX_EXCESS: seen alike where that costs less than decoupling each (NICs
+    0, 3 and 5 lost on three of 8 servers: the water-filling 10.9 % slower alike, 19.9 %
+    decoupled), else each decoupled on the ring (up to UNLIKE_RINGS_MAX_EXCESS). Each is
+    faster than the direct schedule they ran before, and than Balance."""
     from resilientcc.schedules.optcc import (
         UNLIKE_DIRECT_MIN_BYTES,
         UNLIKE_RING_MAX_EXCESS,
+        UNLIKE_RINGS_MAX_EXCESS,
         unlike_excess,
         unlike_rings,
     )
@@ -1074,9 +1076,20 @@ def test_optcc_stays_off_the_direct_schedule_below_1_gib() -> None:
     degraded = [t for t in net if t.src // 8 < 3 or t.dst // 8 < 3]
     assert degraded and all(t.channel % 8 not in (0, 3, 5) for t in degraded)
     assert any(t.channel % 8 == 0 for t in net)  # the healthy servers keep rail 0
-    # two healthy servers: the direct schedule stays (seen alike it could cost far more)
+    # two healthy servers: the direct schedule stays (seen alike it could cost far more);
+    # nor where decoupling costs more than UNLIKE_RINGS_MAX_EXCESS (one of four degraded
+    # servers with half its NICs lost)
     two = apply_fail_specs(hierarchical(4, 8), ["0:nic0", "1:nic3x1/2"])
     assert not unlike_rings(server_view(two), size)
+    half = apply_fail_specs(hierarchical(8, 8), ["0:nic0", "1:nic3", "2:nic5", "3:4"])
+    assert unlike_excess(server_view(half)) > UNLIKE_RINGS_MAX_EXCESS
+    assert not unlike_rings(server_view(half), size)
+    assert optcc(half, size, check=False).meta_get("variant") == "direct"
+    # nor with more degraded servers than healthy ones (seen alike, the pipelined
+    # schedule there took up to twice the direct schedule's time)
+    seven = apply_fail_specs(hierarchical(7, 8), ["0:2", "1:4", "3:x7/8", "6:nic2x1/2"])
+    assert not unlike_rings(server_view(seven), size)
+    assert optcc(seven, size, check=False).meta_get("variant") == "direct"
 
 
 def test_crossed_parts_bring_the_busiest_nic_to_the_water_filling() -> None:

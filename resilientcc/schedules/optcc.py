@@ -179,6 +179,7 @@ from resilientcc.schedules.weighted_ring import weighted_ring_applies
 from resilientcc.topology.model import Topology
 
 __all__ = [
+    "ALIKE_RINGS_SLACK",
     "ALIKE_SLACK",
     "ALIKE_WIDE_SLACK",
     "HALVING_MIN_SERVERS",
@@ -203,6 +204,7 @@ __all__ = [
     "SMALL_NETWORK_MAX_BYTES",
     "SMALL_PIECES",
     "UNLIKE_DIRECT_MIN_BYTES",
+    "UNLIKE_RINGS_MAX_EXCESS",
     "UNLIKE_RINGS_MIN_HEALTHY",
     "UNLIKE_RING_MAX_EXCESS",
     "alike_view",
@@ -283,12 +285,15 @@ UNLIKE_RING_MAX_EXCESS = 0.09
 #: several degraded servers alike: the pipelined schedule it enables measured 1.18-1.26 ×
 #: the bound where the direct schedule took 1.26-1.49 × (4 × 8 GPUs, 256 MiB)
 ALIKE_SLACK = Fraction(1, 10)
-#: below this many bytes degraded servers that differ never take the direct schedule
-#: where :data:`UNLIKE_RINGS_MIN_HEALTHY` servers or more are healthy: they are seen
-#: alike where that costs less than decoupling each would (:func:`alike_view`), else they
-#: get the hierarchical ring, each decoupled (:func:`unlike_rings`)
-UNLIKE_DIRECT_MIN_BYTES = 2**30
+#: below this many bytes, where :data:`UNLIKE_RINGS_MIN_HEALTHY` servers or more are
+#: healthy, degraded servers that differ are seen alike where that costs the
+#: water-filling less than decoupling each would and at most :data:`ALIKE_RINGS_SLACK`
+#: (:func:`alike_view`), else get the hierarchical ring, each decoupled, where that
+#: costs at most :data:`UNLIKE_RINGS_MAX_EXCESS` (:func:`unlike_rings`)
+UNLIKE_DIRECT_MIN_BYTES = 2**29
 UNLIKE_RINGS_MIN_HEALTHY = 3
+ALIKE_RINGS_SLACK = Fraction(3, 10)
+UNLIKE_RINGS_MAX_EXCESS = 0.22
 #: from :data:`UNLIKE_DIRECT_MIN_BYTES` on they are seen alike where that costs at most
 #: this much and less than decoupling each would (with that many healthy servers)
 ALIKE_WIDE_SLACK = Fraction(1, 6)
@@ -553,9 +558,9 @@ def alike_view(servers: Sequence[ServerInfo], size: Fraction | None = None) -> l
     buffer of ``size`` bytes above the small buffers (:data:`SMALL_HIER_RING_MAX_BYTES`,
     where the hierarchical ring keeps every NIC), :data:`UNLIKE_RINGS_MIN_HEALTHY` healthy
     servers or more and a cluster the hierarchical ring can run on, also where it costs
-    less than decoupling each of them would (:func:`unlike_excess`, the ring's estimate),
-    up to :data:`ALIKE_WIDE_SLACK` from :data:`UNLIKE_DIRECT_MIN_BYTES` on (below, OptCC
-    takes the lower of the two estimates: :func:`unlike_rings`).
+    less than decoupling each of them would (:func:`unlike_excess`, the ring's estimate)
+    and at most :data:`ALIKE_RINGS_SLACK` (:data:`ALIKE_WIDE_SLACK` from
+    :data:`UNLIKE_DIRECT_MIN_BYTES` on; see :func:`unlike_rings`).
 
     Three of 8 × 8 GPUs that lost NIC 0, 3 and 5 (the water-filling 10.9 % slower seen
     alike, 19.9 % decoupled), × the bound: the direct schedule 1.722 at 256 MiB, 1.370 at
@@ -603,42 +608,63 @@ def alike_view(servers: Sequence[ServerInfo], size: Fraction | None = None) -> l
         return view
     if size is None or size <= SMALL_HIER_RING_MAX_BYTES or not _rings_can_take(servers):
         return list(servers)
-    if size >= UNLIKE_DIRECT_MIN_BYTES and after > before * (1 + ALIKE_WIDE_SLACK):
+    slack = ALIKE_WIDE_SLACK if size >= UNLIKE_DIRECT_MIN_BYTES else ALIKE_RINGS_SLACK
+    if after > before * (1 + slack):
         return list(servers)
     return view if after < before * (1 + Fraction(unlike_excess(servers))) else list(servers)
 
 
 def _rings_can_take(servers: Sequence[ServerInfo]) -> bool:
-    """:data:`UNLIKE_RINGS_MIN_HEALTHY` healthy servers or more, and the hierarchical ring
-    can run (:func:`~resilientcc.schedules.hier_ring.hier_ring_blocker`)."""
+    """:data:`UNLIKE_RINGS_MIN_HEALTHY` healthy servers or more, no fewer than the degraded
+    ones, and the hierarchical ring can run
+    (:func:`~resilientcc.schedules.hier_ring.hier_ring_blocker`).
+
+    With more degraded servers than healthy ones, seen alike they got the pipelined
+    schedule at up to twice the direct schedule's time (7 servers, four degraded, 128 /
+    384 MiB: 1964.5 / 5518.9 µs against 1305.0 / 2967.1)."""
     healthy = sum(1 for sv in servers if sv.healthy)
-    return healthy >= UNLIKE_RINGS_MIN_HEALTHY and hier_ring_blocker(servers) is None
+    return (
+        healthy >= max(UNLIKE_RINGS_MIN_HEALTHY, len(servers) - healthy)
+        and hier_ring_blocker(servers) is None
+    )
 
 
 def unlike_rings(servers: Sequence[ServerInfo], size: Fraction | None) -> bool:
-    """Whether degraded servers that differ stay off the direct schedule for a buffer of
-    ``size`` bytes: below :data:`UNLIKE_DIRECT_MIN_BYTES`, with
-    :data:`UNLIKE_RINGS_MIN_HEALTHY` healthy servers or more, where the hierarchical ring
-    can run (:func:`~resilientcc.schedules.hier_ring.hier_ring_blocker`). They are then
-    seen alike (:func:`alike_view`) or each decoupled on the ring, whichever estimate is
-    lower, whatever :data:`ALIKE_SLACK` and :data:`UNLIKE_RING_MAX_EXCESS` say.
+    """Whether degraded servers that differ get the hierarchical ring, each decoupled,
+    for a buffer of ``size`` bytes where that costs more than
+    :data:`UNLIKE_RING_MAX_EXCESS`: below :data:`UNLIKE_DIRECT_MIN_BYTES`, with
+    :data:`UNLIKE_RINGS_MIN_HEALTHY` healthy servers or more, where the ring can run
+    (:func:`~resilientcc.schedules.hier_ring.hier_ring_blocker`) and its busiest NIC is
+    at most :data:`UNLIKE_RINGS_MAX_EXCESS` above the water-filling
+    (:func:`unlike_excess`). :func:`alike_view` has seen them alike first where that
+    costs less than decoupling and at most :data:`ALIKE_RINGS_SLACK`.
 
     The direct schedule does not pipeline well below 1 GiB: on 6 to 12 servers with two
     to four degraded servers that differ (17 random patterns, 256 and 512 MiB) it was the
     slowest of the three every time, 1.43-2.38 × the bound where the better of the
     other two took 1.18-1.53 ×, and the lower estimate picked the faster of them but
-    once (1.564 against 1.532). At 1 GiB it keeps its place: on 8 servers it beat both
-    in seven of eight patterns (1.30-1.44 ×). With two healthy servers seeing them alike
-    could cost far more (6 servers, 4 degraded, 256 MiB: 2.9-8.3 × where the direct
-    schedule took 1.4-2.4 ×).
+    once (1.564 against 1.532). The ring's lead shrinks with the size and its excess:
+    8 servers, four degraded, decoupling them 20.7 % over: 256 / 384 / 512 MiB 2342 /
+    3192 / 4151 µs direct, 2222 / 3321 / 4386 ring; 7 servers, three degraded, 12.6 %:
+    2201 / 2910 / 3685 against 1905 / 2848 / 3735; 8 servers, 25.1 % (one of four
+    degraded with half its NICs lost; two patterns): the ring 3-6 % slower at 256 MiB,
+    13-14 % at 384.
+    At 1 GiB the direct schedule beat both in seven of eight patterns on 8 servers
+    (1.30-1.44 ×). With two healthy servers seeing them alike could cost far more (6
+    servers, 4 degraded, 256 MiB: 2.9-8.3 × where the direct schedule took 1.4-2.4 ×).
 
     >>> from resilientcc.topology import apply_fail_specs, hierarchical
     >>> from resilientcc.schedules._build import server_view
     >>> sv = server_view(apply_fail_specs(hierarchical(8, 8), ["0:nic0", "1:nic3", "2:nic5"]))
-    >>> unlike_rings(sv, Fraction(2**28)), unlike_rings(sv, Fraction(2**30))
+    >>> unlike_rings(sv, Fraction(2**28)), unlike_rings(sv, Fraction(2**29))
     (True, False)
     """
-    return size is not None and size < UNLIKE_DIRECT_MIN_BYTES and _rings_can_take(servers)
+    return (
+        size is not None
+        and size < UNLIKE_DIRECT_MIN_BYTES
+        and _rings_can_take(servers)
+        and unlike_excess(servers) <= UNLIKE_RINGS_MAX_EXCESS
+    )
 
 
 def lone_healthy_view(servers: Sequence[ServerInfo], rail_fabric: bool) -> list[ServerInfo]:
