@@ -1079,7 +1079,8 @@ def test_optcc_stays_off_the_direct_schedule_below_512_mib() -> None:
     # two healthy servers: the direct schedule stays (seen alike it could cost far more);
     # nor where decoupling costs more than UNLIKE_RINGS_MAX_EXCESS (one of four degraded
     # servers with half its NICs lost)
-    two = apply_fail_specs(hierarchical(4, 8), ["0:nic0", "1:nic3x1/2"])
+    # (decoupling these two costs 20.9 %: with a third healthy server the ring would run)
+    two = apply_fail_specs(hierarchical(4, 8), ["0:nic3", "1:nic0,nic1"])
     assert not unlike_rings(server_view(two), size)
     half = apply_fail_specs(hierarchical(8, 8), ["0:nic0", "1:nic3", "2:nic5", "3:4"])
     assert unlike_excess(server_view(half)) > UNLIKE_RINGS_MAX_EXCESS
@@ -1087,7 +1088,8 @@ def test_optcc_stays_off_the_direct_schedule_below_512_mib() -> None:
     assert optcc(half, size, check=False).meta_get("variant") == "direct"
     # nor with more degraded servers than healthy ones (seen alike, the pipelined
     # schedule there took up to twice the direct schedule's time)
-    seven = apply_fail_specs(hierarchical(7, 8), ["0:2", "1:4", "3:x7/8", "6:nic2x1/2"])
+    # (seen alike these four cost the water-filling 18.2 %, decoupled 44.5 %)
+    seven = apply_fail_specs(hierarchical(7, 8), ["0:nic0", "1:nic3", "2:nic5", "3:1"])
     assert not unlike_rings(server_view(seven), size)
     assert optcc(seven, size, check=False).meta_get("variant") == "direct"
 
