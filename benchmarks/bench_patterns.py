@@ -40,6 +40,7 @@ PATTERNS = (
     "0:1+1:1+2:1",
     "0:2+1:x1/2",
     "0:nic0+1:nic3+2:nic5",
+    "0:nic0+1:nic3+2:nic7+3:x7/8",
 )
 ALGOS = ("balance", "r2cc_allreduce", "optcc")
 

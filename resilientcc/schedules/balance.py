@@ -22,7 +22,7 @@ time is ``1/(1 − X)`` of the fault-free ring (``X = k/K``).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -127,8 +127,14 @@ class BalanceRings:
     channel_of: Callable[[int, int, int], int]
 
 
-def balance_rings(topology: Topology) -> BalanceRings:
+def balance_rings(topology: Topology, server_order: Sequence[int] | None = None) -> BalanceRings:
     """Balance's pieces, ring orders and NIC choices (a topology with a network).
+
+    Args:
+        topology: the cluster with its failures.
+        server_order: the servers in the order the rings visit them (default: by index,
+            as R2CCL's Balance; :func:`~resilientcc.schedules.ring_order.best_server_order`
+            picks one with no needlessly narrow hop).
 
     Examples:
         >>> from resilientcc.topology import hierarchical, fail_nics
@@ -138,6 +144,12 @@ def balance_rings(topology: Topology) -> BalanceRings:
     """
     layouts = server_layouts(topology)
     servers = sorted(layouts)
+    if server_order is not None:
+        if sorted(server_order) != servers:
+            raise InputError(
+                f"balance: server_order must list every server once, got {list(server_order)}"
+            )
+        servers = list(server_order)
     server_of = {r: s for s, lay in layouts.items() for r in lay.ranks}
     n_srv = len(servers)
     # one partition per hop (s -> next server), as cumulative intervals

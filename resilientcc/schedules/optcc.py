@@ -91,6 +91,15 @@ costs less than decoupling (:func:`alike_view`) or run the ring up to
 :data:`UNLIKE_RINGS_MAX_EXCESS` (:func:`unlike_rings`; 8 servers, NICs 0, 3 and 5 lost on
 three, 256 MiB: 1.722 → 1.212 × the bound, seen alike).
 
+**Ordered rings** (:mod:`~resilientcc.schedules.ordered_rings`; several degraded
+servers that differ, where :func:`ordered_rings_wins`). Balance's rings with the servers
+in the order whose narrowest hop is widest, so that degraded servers which lost
+different NICs do not meet on the few rails both kept. They replace the direct schedule
+from :data:`ORDERED_RINGS_MIN_SERVERS` servers and :data:`ORDERED_RINGS_MIN_BYTES` on
+(6 servers, NICs 0, 3 and 7 lost on three and all at 7/8 on a fourth, 256 MiB: 2.558 →
+1.428 × the bound, Balance 1.468), and the hierarchical schedules where the view they
+need costs more than the rings' estimate (8 servers, the same failures: 1.515 → 1.233).
+
 **Weighted ring** (:mod:`~resilientcc.schedules.weighted_ring`; the default above
 :data:`PIPELINE_MAX_SERVERS` servers when the one degraded server keeps more than 3/4 of
 the bandwidth and the hierarchical ring cannot run, e.g. its NICs are all alive but
@@ -178,7 +187,10 @@ from resilientcc.schedules.hier_ring import (
 )
 from resilientcc.schedules.hier_ring import hier_ring as hier_ring_schedule
 from resilientcc.schedules.ir import Schedule
+from resilientcc.schedules.ordered_rings import ordered_rings as ordered_rings_schedule
+from resilientcc.schedules.ordered_rings import rings_estimate
 from resilientcc.schedules.ring import ring
+from resilientcc.schedules.ring_order import best_server_order, order_throughput
 from resilientcc.schedules.weighted_ring import weighted_ring as weighted_ring_schedule
 from resilientcc.schedules.weighted_ring import weighted_ring_applies
 from resilientcc.topology.model import Topology
@@ -196,6 +208,13 @@ __all__ = [
     "NO_SLIVER_MAX_BYTES",
     "NVLINK_HALVING_MAX_BYTES",
     "ONE_DEAD_PIPELINE_MAX_SERVERS",
+    "ORDERED_RINGS_ANY_MAX_SERVERS",
+    "ORDERED_RINGS_MAX_BYTES_ESTIMATE",
+    "ORDERED_RINGS_MIN_BYTES",
+    "ORDERED_RINGS_MIN_SERVERS",
+    "ORDERED_RINGS_SLOWED_VIEW_FACTOR",
+    "ORDERED_RINGS_VIEW_FACTOR",
+    "ORDERED_RINGS_WIDE_ESTIMATE",
     "PIPELINE_MAX_SERVERS",
     "SCALED_MIN_SERVERS",
     "SCALED_PIECES",
@@ -220,6 +239,7 @@ __all__ = [
     "lone_healthy_view",
     "optcc",
     "optcc_view",
+    "ordered_rings_wins",
     "ring_options",
     "small_hier_ring",
     "small_network",
@@ -303,6 +323,30 @@ UNLIKE_RINGS_MAX_EXCESS = 0.22
 #: this much and less than decoupling each would (with that many healthy servers)
 ALIKE_WIDE_SLACK = Fraction(1, 6)
 
+#: several degraded servers that differ get Balance's rings in the server order whose
+#: narrowest hop is widest (:mod:`~resilientcc.schedules.ordered_rings`) from this many
+#: bytes on (:func:`ordered_rings_cost`; below, their latency is too long)
+ORDERED_RINGS_MIN_BYTES = 64 * 2**20
+#: in place of the direct schedule from this many servers on (on 4 servers the direct
+#: schedule measured 1.37-1.43 × the bound at 256 MiB, the rings 1.57-1.75)
+ORDERED_RINGS_MIN_SERVERS = 5
+#: where their bytes' time is at most this much over the water-filling (the narrowest
+#: hop more than half a healthy one's, about)
+ORDERED_RINGS_MAX_BYTES_ESTIMATE = 1.7
+#: from :data:`UNLIKE_DIRECT_MIN_BYTES` on only up to this many servers, or where the
+#: rings' estimate is at most :data:`ORDERED_RINGS_WIDE_ESTIMATE`: there the direct
+#: schedule pipelines well with three healthy servers or more (1 GiB, 7 and 8 servers:
+#: 1.31-1.36 × the bound, the rings 1.36-1.54)
+ORDERED_RINGS_ANY_MAX_SERVERS = 6
+ORDERED_RINGS_WIDE_ESTIMATE = 1.3
+#: in place of the hierarchical schedules where the view they need costs the
+#: water-filling ``c`` (:func:`alike_view`), when the rings' estimate is below this
+#: factor times ``c``: seen alike, clusters whose degraded servers lost whole NICs took
+#: 1.09-1.22 ``c`` at 256 MiB, and at 1 GiB 1.09-1.13 ``c``
+ORDERED_RINGS_VIEW_FACTOR = 1.05
+#: below :data:`UNLIKE_DIRECT_MIN_BYTES`, where a degraded server runs on slowed NICs
+#: (1.27-1.32 ``c`` at 256 MiB)
+ORDERED_RINGS_SLOWED_VIEW_FACTOR = 1.15
 
 #: small buffers: up to this many bytes OptCC's hierarchical ring crosses the network in
 #: one hop each way (:func:`small_network`)
@@ -877,6 +921,68 @@ def _use_hier_ring(
     return bool(degraded) and not other and blocker is None
 
 
+def _slowed(servers: Sequence[ServerInfo]) -> bool:
+    """Whether a degraded server uses NICs slower than the cluster's fastest."""
+    top = max((sv.nic_bw[c] for sv in servers if sv.nic_bw for c in sv.alive), default=0)
+    return any(sv.nic_bw and any(sv.nic_bw[c] < top for c in sv.alive) for sv in _degraded(servers))
+
+
+def ordered_rings_wins(
+    topology: Topology, view: Sequence[ServerInfo], size: Fraction, layered: bool
+) -> bool:
+    """Whether Balance's rings in the best server order
+    (:mod:`~resilientcc.schedules.ordered_rings`) should replace OptCC's schedule.
+
+    Only where several servers are degraded, they differ (or :func:`alike_view` saw them
+    alike at a cost), on a rail fabric, from :data:`ORDERED_RINGS_MIN_BYTES` on. The
+    rings' estimate (:func:`~resilientcc.schedules.ordered_rings.rings_estimate`, over the
+    water-filling of the servers as they are) is set against what OptCC would run,
+    ``layered`` (the pipelined or hierarchical schedules on ``view``) or the direct
+    schedule:
+
+    * layered: where ``view`` costs the water-filling a factor ``c > 1``, the rings where
+      their estimate is below ``ORDERED_RINGS_VIEW_FACTOR · c``
+      (:data:`ORDERED_RINGS_SLOWED_VIEW_FACTOR` below :data:`UNLIKE_DIRECT_MIN_BYTES`
+      where a degraded server runs on slowed NICs);
+    * direct: from :data:`ORDERED_RINGS_MIN_SERVERS` servers on where the rings' bytes'
+      time is at most :data:`ORDERED_RINGS_MAX_BYTES_ESTIMATE`, from
+      :data:`UNLIKE_DIRECT_MIN_BYTES` on only up to :data:`ORDERED_RINGS_ANY_MAX_SERVERS`
+      servers or where the estimate is at most :data:`ORDERED_RINGS_WIDE_ESTIMATE`.
+
+    Examples:
+        >>> from resilientcc.topology import apply_fail_specs, hierarchical
+        >>> t = apply_fail_specs(hierarchical(6, 8), ["0:nic0", "1:nic3", "2:nic7", "3:x7/8"])
+        >>> ordered_rings_wins(t, optcc_view(t, Fraction(2**28)), Fraction(2**28), False)
+        True
+        >>> ordered_rings_wins(t, optcc_view(t, Fraction(2**20)), Fraction(2**20), False)
+        False
+    """
+    if size < ORDERED_RINGS_MIN_BYTES or topology.param("fabric", "rail") != "rail":
+        return False
+    raw = usable_view(server_view(topology))
+    if len(_degraded(raw)) < 2 or any(sv.bandwidth <= 0 or not sv.alive for sv in raw):
+        return False
+    wf_raw = water_filling_time({sv.index: sv.bandwidth for sv in raw})
+    bound = wf_raw * size
+    if layered:
+        cost = float(water_filling_time({sv.index: sv.bandwidth for sv in view}) / wf_raw)
+        if cost <= 1:
+            return False
+        slowed = size < UNLIKE_DIRECT_MIN_BYTES and _slowed(raw)
+        factor = ORDERED_RINGS_SLOWED_VIEW_FACTOR if slowed else ORDERED_RINGS_VIEW_FACTOR
+        return rings_estimate(topology, size, bound) < factor * cost
+    n = len(raw)
+    if n < ORDERED_RINGS_MIN_SERVERS:
+        return False
+    if rings_estimate(topology, size, bound, latency=False) > ORDERED_RINGS_MAX_BYTES_ESTIMATE:
+        return False
+    return (
+        size < UNLIKE_DIRECT_MIN_BYTES
+        or n <= ORDERED_RINGS_ANY_MAX_SERVERS
+        or rings_estimate(topology, size, bound) <= ORDERED_RINGS_WIDE_ESTIMATE
+    )
+
+
 def _use_weighted_ring(
     topology: Topology, servers: Sequence[ServerInfo], asked: object, other: bool
 ) -> tuple[int, Fraction] | None:
@@ -904,6 +1010,23 @@ def _use_weighted_ring(
     if other or not ok:
         return None
     return degraded[0].index, beta
+
+
+def _ordered_rings(topology: Topology, size: Fraction, check: bool) -> Schedule:
+    """OptCC as Balance's rings in the best server order (its ``ordered_rings`` variant)."""
+    layouts = topology.servers
+    if len(layouts) < 2 or any(not topology.nics_of_server.get(s) for s in layouts):
+        raise ScheduleError("optcc: ordered_rings needs two servers or more, each with a NIC")
+    if order_throughput(topology, best_server_order(topology)) <= 0:
+        raise ScheduleError(
+            "optcc: ordered_rings needs every server to reach the next one on some rail"
+        )
+    base = ordered_rings_schedule(topology, size, check=check)
+    return replace(
+        base,
+        name="optcc",
+        meta=(("generator", "optcc"), *base.meta, ("variant", "ordered rings")),
+    )
 
 
 def _share_meta(
@@ -1219,6 +1342,7 @@ def optcc(
     degraded_last: bool | None = None,
     sliver_gate: int | None = None,
     direct_first: int | None = None,
+    ordered_rings: bool | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -1374,6 +1498,10 @@ def optcc(
             sliver_gate`` (0 = off; default the network window plus the sliver's lag;
             see :func:`~resilientcc.schedules.hier_ring.hier_ring`). Ignored where no
             degraded server owns a sliver and by the other variants.
+        ordered_rings: Balance's rings in the server order whose narrowest hop is
+            widest (:mod:`~resilientcc.schedules.ordered_rings`). Default: where
+            :func:`ordered_rings_wins` (several degraded servers that differ), unless
+            another variant is named; ``True`` asks for it, ``False`` never.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -1449,10 +1577,25 @@ def optcc(
         if not 0 <= sliver < 1:
             raise ScheduleError(f"optcc: the straggler's sliver must be in [0, 1), got {sliver}")
     others = ring_fraction is not None or direct
+    if ordered_rings is not None and not isinstance(ordered_rings, bool):
+        raise ScheduleError(f"optcc: ordered_rings must be true or false, got {ordered_rings!r}")
+    if ordered_rings:
+        if others or weighted_ring or pipeline or hier_ring:
+            raise ScheduleError(
+                "optcc: ordered_rings cannot be combined with pipeline, hier_ring,"
+                " weighted_ring, ring_fraction or direct"
+            )
+        return _ordered_rings(topology, size, check)
+    # OptCC's own choice may give way to the ordered rings unless a variant was named
+    free = ordered_rings is None and not (
+        others or weighted_ring is not None or pipeline is not None or hier_ring is not None
+    )
     rings = _use_hier_ring(
         servers, shares, hier_ring, others or bool(weighted_ring) or bool(pipeline), size
     )
     if rings or _use_pipeline(servers, pipeline, others or bool(weighted_ring) or bool(hier_ring)):
+        if free and ordered_rings_wins(topology, servers, size, layered=True):
+            return _ordered_rings(topology, size, check)
         return _layered(
             topology,
             servers,
@@ -1496,6 +1639,8 @@ def optcc(
             name="optcc",
             meta=(("generator", "optcc"), ("variant", "ring (no degraded server)")),
         )
+    if free and ordered_rings_wins(topology, servers, size, layered=False):
+        return _ordered_rings(topology, size, check)
     if window is None:
         window = 2
     nics = max(sv.nics for sv in servers)
