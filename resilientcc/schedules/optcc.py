@@ -325,7 +325,7 @@ ALIKE_WIDE_SLACK = Fraction(1, 6)
 
 #: several degraded servers that differ get Balance's rings in the server order whose
 #: narrowest hop is widest (:mod:`~resilientcc.schedules.ordered_rings`) from this many
-#: bytes on (:func:`ordered_rings_cost`; below, their latency is too long)
+#: bytes on (:func:`ordered_rings_wins`; below, their latency is too long)
 ORDERED_RINGS_MIN_BYTES = 64 * 2**20
 #: in place of the direct schedule from this many servers on (on 4 servers the direct
 #: schedule measured 1.37-1.43 × the bound at 256 MiB, the rings 1.57-1.75)
@@ -336,7 +336,7 @@ ORDERED_RINGS_MAX_BYTES_ESTIMATE = 1.7
 #: from :data:`UNLIKE_DIRECT_MIN_BYTES` on only up to this many servers, or where the
 #: rings' estimate is at most :data:`ORDERED_RINGS_WIDE_ESTIMATE`: there the direct
 #: schedule pipelines well with three healthy servers or more (1 GiB, 7 and 8 servers:
-#: 1.31-1.36 × the bound, the rings 1.36-1.54)
+#: 1.31-1.37 × the bound, the rings 1.36-1.54)
 ORDERED_RINGS_ANY_MAX_SERVERS = 6
 ORDERED_RINGS_WIDE_ESTIMATE = 1.3
 #: in place of the hierarchical schedules where the view they need costs the
@@ -1014,8 +1014,8 @@ def _use_weighted_ring(
 
 def _ordered_rings(topology: Topology, size: Fraction, check: bool) -> Schedule:
     """OptCC as Balance's rings in the best server order (its ``ordered_rings`` variant)."""
-    layouts = topology.servers
-    if len(layouts) < 2 or any(not topology.nics_of_server.get(s) for s in layouts):
+    servers = topology.servers
+    if len(servers) < 2 or any(not topology.nics_of_server.get(s) for s in servers):
         raise ScheduleError("optcc: ordered_rings needs two servers or more, each with a NIC")
     if order_throughput(topology, best_server_order(topology)) <= 0:
         raise ScheduleError(
