@@ -96,9 +96,11 @@ servers that differ, where :func:`ordered_rings_wins`). Balance's rings with the
 in the order whose narrowest hop is widest, so that degraded servers which lost
 different NICs do not meet on the few rails both kept. They replace the direct schedule
 from :data:`ORDERED_RINGS_MIN_SERVERS` servers and :data:`ORDERED_RINGS_MIN_BYTES` on
-(6 servers, NICs 0, 3 and 7 lost on three and all at 7/8 on a fourth, 256 MiB: 2.558 →
-1.428 × the bound, Balance 1.468), and the hierarchical schedules where the view they
-need costs more than the rings' estimate (8 servers, the same failures: 1.515 → 1.233).
+where their estimate is low enough (6 servers, NICs 0, 3 and 7 lost on three and all at
+7/8 on a fourth, 256 MiB: the direct schedule 2.558 × the bound, 1.625 with its trees
+balanced, the rings 1.428, Balance 1.468), and the hierarchical schedules where the
+view they need costs more than the rings' estimate (8 servers, the same failures: 1.515
+→ 1.233).
 
 **Weighted ring** (:mod:`~resilientcc.schedules.weighted_ring`; the default above
 :data:`PIPELINE_MAX_SERVERS` servers when the one degraded server keeps more than 3/4 of
@@ -208,16 +210,20 @@ __all__ = [
     "NO_SLIVER_MAX_BYTES",
     "NVLINK_HALVING_MAX_BYTES",
     "ONE_DEAD_PIPELINE_MAX_SERVERS",
-    "ORDERED_RINGS_ANY_MAX_SERVERS",
+    "ORDERED_RINGS_FEW_ESTIMATE",
+    "ORDERED_RINGS_FEW_SMALL_BYTES",
+    "ORDERED_RINGS_FEW_SMALL_ESTIMATE",
     "ORDERED_RINGS_MAX_BYTES_ESTIMATE",
     "ORDERED_RINGS_MIN_BYTES",
     "ORDERED_RINGS_MIN_SERVERS",
     "ORDERED_RINGS_SLOWED_VIEW_FACTOR",
     "ORDERED_RINGS_VIEW_FACTOR",
     "ORDERED_RINGS_WIDE_ESTIMATE",
+    "ORDERED_RINGS_WIDE_MIN_BYTES",
     "PIPELINE_MAX_SERVERS",
     "SCALED_MIN_SERVERS",
     "SCALED_PIECES",
+    "SEVERAL_BALANCED_MIN_SERVERS",
     "SEVERAL_RING_ANY_SERVERS",
     "SEVERAL_RING_MAX_EXCESS",
     "SEVERAL_RING_MIN_SERVERS",
@@ -330,15 +336,25 @@ ORDERED_RINGS_MIN_BYTES = 64 * 2**20
 #: in place of the direct schedule from this many servers on (on 4 servers the direct
 #: schedule measured 1.37-1.43 × the bound at 256 MiB, the rings 1.57-1.75)
 ORDERED_RINGS_MIN_SERVERS = 5
-#: where their bytes' time is at most this much over the water-filling (the narrowest
-#: hop more than half a healthy one's, about)
+#: above :data:`~resilientcc.schedules.direct.DEEP_MAX_SERVERS` servers where their
+#: bytes' time is at most this much over the water-filling (the narrowest hop more than
+#: half a healthy one's, about): the direct schedule took 1.6-2.1 × the bound at 256 and
+#: 512 MiB on 7-12 servers, the rings 1.25-1.45
 ORDERED_RINGS_MAX_BYTES_ESTIMATE = 1.7
-#: from :data:`UNLIKE_DIRECT_MIN_BYTES` on only up to this many servers, or where the
-#: rings' estimate is at most :data:`ORDERED_RINGS_WIDE_ESTIMATE`: there the direct
-#: schedule pipelines well with three healthy servers or more (1 GiB, 7 and 8 servers:
-#: 1.31-1.37 × the bound, the rings 1.36-1.54)
-ORDERED_RINGS_ANY_MAX_SERVERS = 6
+#: from this many bytes on only where the rings' estimate is at most
+#: :data:`ORDERED_RINGS_WIDE_ESTIMATE`: there the direct schedule pipelines well (1 GiB,
+#: 7 and 8 servers: 1.31-1.37 × the bound, the rings 1.36-1.54)
+ORDERED_RINGS_WIDE_MIN_BYTES = 2**30
 ORDERED_RINGS_WIDE_ESTIMATE = 1.3
+#: up to :data:`~resilientcc.schedules.direct.DEEP_MAX_SERVERS` servers, where the direct
+#: schedule balances its trees only with several degraded servers
+#: (:data:`SEVERAL_BALANCED_MIN_SERVERS`) and then took 1.43-1.87 × the bound at 256 and
+#: 512 MiB, only where the rings' estimate is at most this, or at most
+#: :data:`ORDERED_RINGS_FEW_SMALL_ESTIMATE` below 256 MiB (128 MiB: the direct schedule
+#: 1.87-2.53, the rings 1.38-1.62 in the seven patterns up to 1.57)
+ORDERED_RINGS_FEW_ESTIMATE = 1.45
+ORDERED_RINGS_FEW_SMALL_ESTIMATE = 1.6
+ORDERED_RINGS_FEW_SMALL_BYTES = 2**28
 #: in place of the hierarchical schedules where the view they need costs the
 #: water-filling ``c`` (:func:`alike_view`), when the rings' estimate is below this
 #: factor times ``c``: seen alike, clusters whose degraded servers lost whole NICs took
@@ -347,6 +363,12 @@ ORDERED_RINGS_VIEW_FACTOR = 1.05
 #: below :data:`UNLIKE_DIRECT_MIN_BYTES`, where a degraded server runs on slowed NICs
 #: (1.27-1.32 ``c`` at 256 MiB)
 ORDERED_RINGS_SLOWED_VIEW_FACTOR = 1.15
+
+#: with several degraded servers the direct schedule balances its intra-server trees
+#: (``balance``) from this many servers on, as above :data:`DEEP_MAX_SERVERS`: 5 and 6
+#: servers, 256 MiB, 2.08-2.40 × the bound → 1.48-1.77 in 12 of 15 random patterns,
+#: 1-4 % slower in 2; on 4 servers it was up to 7 % slower
+SEVERAL_BALANCED_MIN_SERVERS = 5
 
 #: small buffers: up to this many bytes OptCC's hierarchical ring crosses the network in
 #: one hop each way (:func:`small_network`)
@@ -944,10 +966,14 @@ def ordered_rings_wins(
       their estimate is below ``ORDERED_RINGS_VIEW_FACTOR · c``
       (:data:`ORDERED_RINGS_SLOWED_VIEW_FACTOR` below :data:`UNLIKE_DIRECT_MIN_BYTES`
       where a degraded server runs on slowed NICs);
-    * direct: from :data:`ORDERED_RINGS_MIN_SERVERS` servers on where the rings' bytes'
-      time is at most :data:`ORDERED_RINGS_MAX_BYTES_ESTIMATE`, from
-      :data:`UNLIKE_DIRECT_MIN_BYTES` on only up to :data:`ORDERED_RINGS_ANY_MAX_SERVERS`
-      servers or where the estimate is at most :data:`ORDERED_RINGS_WIDE_ESTIMATE`.
+    * direct: from :data:`ORDERED_RINGS_MIN_SERVERS` servers on. Up to
+      :data:`~resilientcc.schedules.direct.DEEP_MAX_SERVERS` servers where the estimate
+      is at most :data:`ORDERED_RINGS_FEW_ESTIMATE` (below
+      :data:`ORDERED_RINGS_FEW_SMALL_BYTES`, :data:`ORDERED_RINGS_FEW_SMALL_ESTIMATE`);
+      above, where the rings' bytes' time is at most
+      :data:`ORDERED_RINGS_MAX_BYTES_ESTIMATE`, and from
+      :data:`ORDERED_RINGS_WIDE_MIN_BYTES` on only where the estimate is at most
+      :data:`ORDERED_RINGS_WIDE_ESTIMATE`.
 
     Examples:
         >>> from resilientcc.topology import apply_fail_specs, hierarchical
@@ -974,13 +1000,13 @@ def ordered_rings_wins(
     n = len(raw)
     if n < ORDERED_RINGS_MIN_SERVERS:
         return False
+    est = rings_estimate(topology, size, bound)
+    if n <= DEEP_MAX_SERVERS:
+        few_small = size < ORDERED_RINGS_FEW_SMALL_BYTES and est <= ORDERED_RINGS_FEW_SMALL_ESTIMATE
+        return est <= ORDERED_RINGS_FEW_ESTIMATE or few_small
     if rings_estimate(topology, size, bound, latency=False) > ORDERED_RINGS_MAX_BYTES_ESTIMATE:
         return False
-    return (
-        size < UNLIKE_DIRECT_MIN_BYTES
-        or n <= ORDERED_RINGS_ANY_MAX_SERVERS
-        or rings_estimate(topology, size, bound) <= ORDERED_RINGS_WIDE_ESTIMATE
-    )
+    return size < ORDERED_RINGS_WIDE_MIN_BYTES or est <= ORDERED_RINGS_WIDE_ESTIMATE
 
 
 def _use_weighted_ring(
@@ -1371,9 +1397,10 @@ def optcc(
             sum instead of the result (see the module docs).
         balance: order each intra-server tree so its busiest positions go to the GPUs
             that have moved least so far (default: on in the decoupled regime, where it
-            measured 1.24 → 1.16 × the bound, and above :data:`~resilientcc.schedules.direct.DEEP_MAX_SERVERS`
-            servers; off otherwise, where it measured worse: 4 servers, 1 NIC lost,
-            5.64 → 5.96 ms).
+            measured 1.24 → 1.16 × the bound, above :data:`~resilientcc.schedules.direct.DEEP_MAX_SERVERS`
+            servers, and with several degraded servers from
+            :data:`SEVERAL_BALANCED_MIN_SERVERS` on; off otherwise, where it measured
+            worse: 4 servers, 1 NIC lost, 5.64 → 5.96 ms).
         avoid_stage: keep healthy arrivals off the GPU where the straggler's partial
             lands (measured slightly worse; off).
         direct: use the direct schedule even when no server is degraded (by default
@@ -1653,7 +1680,10 @@ def optcc(
         # decoupled regime: exactly one server too slow to own a shard (β ≤ β*)
         decoupled = decouple and sum(1 for w in shares.values() if w == 0) == 1
         if balance is None:
-            balance = decoupled or n > DEEP_MAX_SERVERS
+            several = sum(1 for sv in servers if not sv.healthy) > 1
+            balance = (
+                decoupled or n > DEEP_MAX_SERVERS or (several and n >= SEVERAL_BALANCED_MIN_SERVERS)
+            )
         k = pieces if pieces is not None else default_pieces(size, n, decoupled=decoupled)
         plan = DirectPlan(servers, shares)
         direct_allreduce(
