@@ -1241,3 +1241,37 @@ def test_sliver_gate_schedules_are_proved() -> None:
     assert s.meta_get("sliver_gate") == "1"
     r = verify(s)
     assert r.verdict == PROVED, str(r)
+
+
+def test_degraded_servers_that_would_own_nothing_alike_stay_as_they_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One server down to 2 of 8 NICs sets the water-filling, so seeing three more degraded
+    servers alike with it (on its two rails) costs the water-filling nothing; but none of
+    them would own anything, and with more degraded servers than healthy ones the
+    decoupled servers then share two rails. Kept as they are, each decoupled on the ring:
+    6 servers, 256 MiB, 2.10 -> 1.07 x the bound, ahead of R2CC (1.47)."""
+    import resilientcc.schedules.optcc as optcc_module
+
+    size = Fraction(2**28)
+    topo = apply_fail_specs(hierarchical(6, 8), ["0:nic2", "1:nic5x3/4", "2:2", "3:6"])
+    view = optcc_module.optcc_view(topo, size)
+    assert [len(sv.alive) for sv in view[:4]] == [7, 7, 6, 2]  # NIC 5 at 3/4 left out
+    sched = optcc(topo, size)
+    assert sched.meta_get("variant") == "hierarchical ring"
+    bound = float(lower_bound(topo, size).seconds)
+    t = simulate(sched, topo).time_s
+    assert bound <= t < 1.2 * bound
+    assert t < simulate(r2cc_allreduce(topo, size, check=False), topo).time_s
+    # seen alike (the view without this rule): every degraded server on rails 6 and 7
+    monkeypatch.setattr(optcc_module, "_alike_buys_nothing", lambda servers, view: False)
+    alike = optcc_module.optcc_view(topo, size)
+    assert all(sv.alive == (6, 7) for sv in alike[:4])
+    slow = simulate(optcc(topo, size, check=False), topo).time_s
+    assert slow > 1.5 * t
+    monkeypatch.undo()
+    # as many healthy servers as degraded ones or more: still seen alike (8 servers, half
+    # the NICs lost on one and one NIC on another: 1.030 x the bound at 1 GiB seen alike,
+    # 1.105 decoupled as they are)
+    eight = optcc_module.optcc_view(apply_fail_specs(hierarchical(8, 8), ["0:4", "1:1"]), size)
+    assert eight[1].alive == eight[0].alive

@@ -633,6 +633,10 @@ def alike_view(servers: Sequence[ServerInfo], size: Fraction | None = None) -> l
     and at most :data:`ALIKE_RINGS_SLACK` (:data:`ALIKE_WIDE_SLACK` from
     :data:`UNLIKE_DIRECT_MIN_BYTES` on; see :func:`unlike_rings`).
 
+    Not where the view would leave every degraded server owning nothing while they
+    outnumber the healthy servers and the ring can take them as they are
+    (``_alike_buys_nothing``).
+
     Three of 8 × 8 GPUs that lost NIC 0, 3 and 5 (the water-filling 10.9 % slower seen
     alike, 19.9 % decoupled), × the bound: the direct schedule 1.722 at 256 MiB, 1.370 at
     1 GiB; seen alike 1.212 and 1.165; each decoupled on the ring 1.542 and 1.481 (Balance
@@ -673,6 +677,8 @@ def alike_view(servers: Sequence[ServerInfo], size: Fraction | None = None) -> l
         return list(servers)
     tau = min(sv.nic_bw[c] for sv in slow for c in common)
     view = [sv if sv.healthy else restricted(sv, common, tau) for sv in servers]
+    if _alike_buys_nothing(servers, view):
+        return list(servers)
     before = water_filling_time({sv.index: sv.bandwidth for sv in servers})
     after = water_filling_time({sv.index: sv.bandwidth for sv in view})
     if after <= before * (1 + ALIKE_SLACK):
@@ -682,6 +688,30 @@ def alike_view(servers: Sequence[ServerInfo], size: Fraction | None = None) -> l
     slack = ALIKE_WIDE_SLACK if size >= UNLIKE_DIRECT_MIN_BYTES else ALIKE_RINGS_SLACK
     cheaper = after < before * (1 + Fraction(unlike_excess(servers)))
     return view if cheaper and after <= before * (1 + slack) else list(servers)
+
+
+def _alike_buys_nothing(servers: Sequence[ServerInfo], view: Sequence[ServerInfo]) -> bool:
+    """Whether seeing the degraded servers alike (``view``) leaves every one of them owning
+    nothing, they outnumber the healthy servers, and the hierarchical ring can run with
+    each decoupled as they are at a cost of at most :data:`UNLIKE_RING_MAX_EXCESS`
+    (:func:`unlike_excess`).
+
+    Seen alike, degraded servers can own slivers of every piece, which is what the view
+    is for; where none of them owns anything it only takes rails away. One server down to
+    2 of 8 NICs sets the water-filling (``β ≤ β*``), so seeing the others alike with it
+    costs the water-filling nothing, yet with more degraded servers than healthy ones
+    the decoupled servers then share too few rails: 6 servers, four degraded, 2.02-2.20 ×
+    the bound (128 MiB-1 GiB) seen alike, 1.01-1.16 each decoupled as they are (R2CC
+    1.34-1.70); 7 servers, four degraded, 1.35-1.47 against 1.02-1.13; 5 servers, three
+    degraded, 1.57-1.73 against 1.02-1.14. With as many healthy servers or more, seen
+    alike was as fast or faster (8 servers, half the NICs lost on one and one NIC on
+    another, 1 GiB: 1.030 seen alike, 1.105 decoupled as they are).
+    """
+    slow = _degraded(view)
+    shares = balanced_shares({sv.index: sv.bandwidth for sv in view})
+    if any(shares[sv.index] > 0 for sv in slow) or 2 * len(slow) <= len(view):
+        return False
+    return hier_ring_blocker(servers) is None and unlike_excess(servers) <= UNLIKE_RING_MAX_EXCESS
 
 
 def _rings_can_take(servers: Sequence[ServerInfo]) -> bool:
