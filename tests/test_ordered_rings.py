@@ -31,12 +31,13 @@ from resilientcc.schedules.ring_order import (
 )
 from resilientcc.sim import simulate
 from resilientcc.topology import apply_fail_specs, hierarchical
+from resilientcc.topology.model import Topology
 
 # NICs lost or slowed on one server, as --fail values
 PARTS = ["nic0", "nic3", "nic5", "nic7", "nic0,nic1", "nic2,nic3", "x7/8", "x3/4", "nic1x1/2", "1"]
 
 
-def _cluster(n: int, parts: list[str]) -> object:
+def _cluster(n: int, parts: list[str]) -> Topology:
     return apply_fail_specs(hierarchical(n, 8), [f"{i}:{p}" for i, p in enumerate(parts)])
 
 

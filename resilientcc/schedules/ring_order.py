@@ -122,8 +122,8 @@ def best_server_order(topology: Topology, healthy: Sequence[int] | None = None) 
 
     Args:
         topology: the cluster (two servers or more).
-        healthy: the servers that lost nothing (default: those whose every hop to and from
-            a healthy-looking server is as wide as the widest server's).
+        healthy: the servers that lost nothing (default: those with as many alive NICs
+            and as much bandwidth, :func:`server_limit`, as the best server).
 
     Ties keep the servers' own order where they can (the identity order when nothing is
     degraded), so a cluster without failures gets the ring it always had.
