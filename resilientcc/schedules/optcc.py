@@ -1030,11 +1030,13 @@ def ordered_rings_wins(
     n = len(raw)
     if n < ORDERED_RINGS_MIN_SERVERS:
         return False
-    est = rings_estimate(topology, size, bound)
+    order = best_server_order(topology)
+    est = rings_estimate(topology, size, bound, order=order)
     if n <= DEEP_MAX_SERVERS:
         few_small = size < ORDERED_RINGS_FEW_SMALL_BYTES and est <= ORDERED_RINGS_FEW_SMALL_ESTIMATE
         return est <= ORDERED_RINGS_FEW_ESTIMATE or few_small
-    if rings_estimate(topology, size, bound, latency=False) > ORDERED_RINGS_MAX_BYTES_ESTIMATE:
+    bytes_est = rings_estimate(topology, size, bound, latency=False, order=order)
+    if bytes_est > ORDERED_RINGS_MAX_BYTES_ESTIMATE:
         return False
     return size < ORDERED_RINGS_WIDE_MIN_BYTES or est <= ORDERED_RINGS_WIDE_ESTIMATE
 
@@ -1073,11 +1075,12 @@ def _ordered_rings(topology: Topology, size: Fraction, check: bool) -> Schedule:
     servers = topology.servers
     if len(servers) < 2 or any(not topology.nics_of_server.get(s) for s in servers):
         raise ScheduleError("optcc: ordered_rings needs two servers or more, each with a NIC")
-    if order_throughput(topology, best_server_order(topology)) <= 0:
+    order = best_server_order(topology)
+    if order_throughput(topology, order) <= 0:
         raise ScheduleError(
             "optcc: ordered_rings needs every server to reach the next one on some rail"
         )
-    base = ordered_rings_schedule(topology, size, check=check)
+    base = ordered_rings_schedule(topology, size, check=check, order=order)
     return replace(
         base,
         name="optcc",
@@ -1710,7 +1713,7 @@ def optcc(
         # decoupled regime: exactly one server too slow to own a shard (β ≤ β*)
         decoupled = decouple and sum(1 for w in shares.values() if w == 0) == 1
         if balance is None:
-            several = sum(1 for sv in servers if not sv.healthy) > 1
+            several = len(_degraded(servers)) > 1
             balance = (
                 decoupled or n > DEEP_MAX_SERVERS or (several and n >= SEVERAL_BALANCED_MIN_SERVERS)
             )

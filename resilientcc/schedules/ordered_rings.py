@@ -17,6 +17,7 @@ would pay for the difference (:func:`~resilientcc.schedules.optcc.optcc`);
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 
 from resilientcc.schedules.balance import balance_rings
@@ -55,7 +56,12 @@ def rings_latency(topology: Topology) -> float:
 
 
 def rings_estimate(
-    topology: Topology, size: Fraction, bound: Fraction, *, latency: bool = True
+    topology: Topology,
+    size: Fraction,
+    bound: Fraction,
+    *,
+    latency: bool = True,
+    order: Sequence[int] | None = None,
 ) -> float:
     """Estimated time of :func:`ordered_rings` over ``bound`` (seconds, any lower bound).
 
@@ -64,7 +70,8 @@ def rings_estimate(
     their steps (:func:`rings_latency`) is longer, about half the bytes' time comes on
     top of it: ``max(T_bytes, T_latency + T_bytes / 2)``. It came within 6 % of the
     simulated rings at 16, 64 and 256 MiB on 6, 8 and 12 servers. With ``latency``
-    false, only the bytes' time.
+    false, only the bytes' time; ``order`` is the rings' server order if already known
+    (default :func:`~resilientcc.schedules.ring_order.best_server_order`).
 
     Examples:
         >>> from resilientcc.topology import hierarchical, apply_fail_specs
@@ -72,7 +79,8 @@ def rings_estimate(
         >>> round(rings_estimate(t, Fraction(2**28), Fraction(1)) * 1e3, 3)  # ms
         1.502
     """
-    order = best_server_order(topology)
+    if order is None:
+        order = best_server_order(topology)
     thr = order_throughput(topology, order)
     if thr <= 0 or bound <= 0:
         return float("inf")
@@ -82,13 +90,21 @@ def rings_estimate(
     return t / float(bound)
 
 
-def ordered_rings(topology: Topology, size: Fraction, *, check: bool = True) -> Schedule:
+def ordered_rings(
+    topology: Topology,
+    size: Fraction,
+    *,
+    check: bool = True,
+    order: Sequence[int] | None = None,
+) -> Schedule:
     """Balance's rings over the servers in :func:`~resilientcc.schedules.ring_order.best_server_order`.
 
     Args:
         topology: the cluster with its failures (a network, every server with a NIC).
         size: message size in bytes.
         check: run the exact executor (skipped above ``ring.CHECK_CAP``).
+        order: the servers' order if already known (default
+            :func:`~resilientcc.schedules.ring_order.best_server_order`).
 
     Examples:
         >>> from resilientcc.topology import hierarchical, apply_fail_specs
@@ -96,7 +112,8 @@ def ordered_rings(topology: Topology, size: Fraction, *, check: bool = True) -> 
         >>> ordered_rings(t, Fraction(2**20)).meta_get("server_order")
         '0,2,1,3'
     """
-    order = best_server_order(topology)
+    if order is None:
+        order = best_server_order(topology)
     br = balance_rings(topology, order)
     weights = list(br.weights)
     sched = ring_allreduce(

@@ -74,14 +74,18 @@ class _Hops:
             )
         return self.memo[key]
 
+    def limit(self, server: int) -> Fraction:
+        """:func:`server_limit`."""
+        t, alive = self.topology, self.layouts[server].alive
+        out = sum((nic_capacity(t, server, k, "out") for k in alive), Fraction(0))
+        inn = sum((nic_capacity(t, server, k, "in") for k in alive), Fraction(0))
+        return min(out, inn)
+
 
 def server_limit(topology: Topology, server: int) -> Fraction:
     """The most any hop into or out of ``server`` can carry: the smaller of its NICs'
     total egress and total ingress (bytes/s)."""
-    lay = server_layouts(topology)[server]
-    out = sum((nic_capacity(topology, server, k, "out") for k in lay.alive), Fraction(0))
-    inn = sum((nic_capacity(topology, server, k, "in") for k in lay.alive), Fraction(0))
-    return min(out, inn)
+    return _Hops(topology).limit(server)
 
 
 def order_throughput(topology: Topology, order: Sequence[int]) -> Fraction:
@@ -136,15 +140,14 @@ def best_server_order(topology: Topology, healthy: Sequence[int] | None = None) 
         >>> order_throughput(t, [0, 2, 1, 3]) > order_throughput(t, [0, 1, 2, 3])
         True
     """
-    servers = sorted(server_layouts(topology))
-    if healthy is None:
-        full = max(server_limit(topology, s) for s in servers)
-        lays = server_layouts(topology)
-        widest = max(len(lays[s].alive) for s in servers)
-        healthy = [
-            s for s in servers if server_limit(topology, s) == full and len(lays[s].alive) == widest
-        ]
     hop = _Hops(topology)
+    lays = hop.layouts
+    servers = sorted(lays)
+    if healthy is None:
+        limits = {s: hop.limit(s) for s in servers}
+        full = max(limits.values())
+        widest = max(len(lays[s].alive) for s in servers)
+        healthy = [s for s in servers if limits[s] == full and len(lays[s].alive) == widest]
     fine = set(healthy)
     well = [s for s in servers if s in fine]
     degraded = [s for s in servers if s not in fine]
