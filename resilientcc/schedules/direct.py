@@ -95,6 +95,7 @@ __all__ = [
     "direct_allreduce",
     "piece_weights",
     "rail_weights",
+    "rotated_arcs",
 ]
 
 #: logical delay of a piece's return stage: piece k+1 scatters before piece k returns
@@ -194,9 +195,13 @@ class DirectPlan:
         shares: Mapping[int, Fraction],
         healthy_rails: Sequence[int] | None = None,
         base_load: Mapping[int, Fraction] | None = None,
+        pair_weights: Mapping[tuple[int, int], Mapping[int, Fraction]] | None = None,
     ) -> None:
         self.servers = list(servers)
         self.shares = dict(shares)
+        # (sender, owner) -> each rail's part of the owner's shard (sums to 1); pairs not
+        # named here use the rules below
+        self.pair_weights = {k: dict(v) for k, v in (pair_weights or {}).items()}
         healthy = [sv for sv in servers if sv.healthy]
         nics = healthy[0].nics if healthy else 1
         rails = list(healthy_rails) if healthy_rails is not None else list(range(nics))
@@ -213,6 +218,9 @@ class DirectPlan:
                     extra[c] += (shares[d.index] + w_h) / len(common)
         per_unit = 2 * (len(healthy) - 1) * w_h
         self.lam = rail_weights(rails, extra, per_unit)
+        if len(healthy) > 1 and (healthy[0].index, healthy[1].index) in self.pair_weights:
+            given = self.pair_weights[(healthy[0].index, healthy[1].index)]
+            self.lam = {c: given.get(c, Fraction(0)) for c in rails}
         # group rails by weight (rotation inside a group keeps the arc boundaries)
         groups: dict[Fraction, list[int]] = {}
         for c in rails:
@@ -226,6 +234,9 @@ class DirectPlan:
 
     def arcs(self, s: ServerInfo, t: ServerInfo, pos: int) -> list[tuple[Fraction, int]]:
         """Arcs ``(length, rail)`` (lengths sum to 1) of t's shard that s exchanges on each rail."""
+        given = self.pair_weights.get((s.index, t.index))
+        if given is not None:
+            return rotated_arcs(given, pos)
         if s.healthy and t.healthy:
             out = []
             for lam, grp in self.groups:
@@ -235,6 +246,26 @@ class DirectPlan:
         rails = self.common(s, t)
         m = len(rails)
         return [(Fraction(1, m), rails[(j + pos) % m]) for j in range(m)]
+
+
+def rotated_arcs(weights: Mapping[int, Fraction], pos: int) -> list[tuple[Fraction, int]]:
+    """Arcs ``(length, rail)`` from each rail's part (parts of zero left out), the rails
+    of equal part rotated by ``pos`` among themselves (so the arcs' boundaries stay put
+    and each sender's sub-chunks start on a different rail).
+
+    Examples:
+        >>> rotated_arcs({0: Fraction(1, 2), 1: Fraction(1, 4), 2: Fraction(1, 4)}, 1)
+        [(Fraction(1, 2), 0), (Fraction(1, 4), 2), (Fraction(1, 4), 1)]
+    """
+    groups: dict[Fraction, list[int]] = {}
+    for c, w in weights.items():
+        if w > 0:
+            groups.setdefault(w, []).append(c)
+    out: list[tuple[Fraction, int]] = []
+    for w, grp in sorted(groups.items(), key=lambda kv: min(kv[1])):
+        grp = sorted(grp)
+        out.extend((w, grp[(j + pos) % len(grp)]) for j in range(len(grp)))
+    return out
 
 
 def _others(sv: ServerInfo, first: int, rot: int) -> list[int]:

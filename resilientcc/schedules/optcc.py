@@ -16,6 +16,9 @@ stages with one network hop each way: the servers reduce each shard over NVLink 
 send their partials straight to its owner, which reduces and broadcasts them and sends
 the result straight back. A straggler that owns nothing is *decoupled* (it gets the
 others' sum back at once and adds its own), so its egress and ingress both stream.
+Where several degraded servers differ, the shares and each pair's rails come from a
+linear program over every NIC (:mod:`~resilientcc.schedules.rail_split`) where that
+lowers the busiest NIC by more than :data:`RAIL_LP_MIN_GAIN`.
 
 **Pipelined hierarchical** (:mod:`~resilientcc.schedules.hier_pipeline`; the default up
 to :data:`PIPELINE_MAX_SERVERS` servers with no degraded server, and below
@@ -191,6 +194,7 @@ from resilientcc.schedules.hier_ring import hier_ring as hier_ring_schedule
 from resilientcc.schedules.ir import Schedule
 from resilientcc.schedules.ordered_rings import ordered_rings as ordered_rings_schedule
 from resilientcc.schedules.ordered_rings import rings_estimate
+from resilientcc.schedules.rail_split import plan_nic_time, rail_split
 from resilientcc.schedules.ring import ring
 from resilientcc.schedules.ring_order import best_server_order, order_throughput
 from resilientcc.schedules.weighted_ring import weighted_ring as weighted_ring_schedule
@@ -221,6 +225,7 @@ __all__ = [
     "ORDERED_RINGS_WIDE_ESTIMATE",
     "ORDERED_RINGS_WIDE_MIN_BYTES",
     "PIPELINE_MAX_SERVERS",
+    "RAIL_LP_MIN_GAIN",
     "SCALED_MIN_SERVERS",
     "SCALED_PIECES",
     "SEVERAL_BALANCED_MIN_SERVERS",
@@ -329,6 +334,10 @@ UNLIKE_RINGS_MAX_EXCESS = 0.22
 #: this much and less than decoupling each would (with that many healthy servers)
 ALIKE_WIDE_SLACK = Fraction(1, 6)
 
+#: the direct schedule runs the rail program's plan (:mod:`~resilientcc.schedules.rail_split`)
+#: where the default plan's busiest NIC is more than this fraction above the program's
+RAIL_LP_MIN_GAIN = 0.2
+
 #: several degraded servers that differ get Balance's rings in the server order whose
 #: narrowest hop is widest (:mod:`~resilientcc.schedules.ordered_rings`) from this many
 #: bytes on (:func:`ordered_rings_wins`; below, their latency is too long)
@@ -343,7 +352,9 @@ ORDERED_RINGS_MIN_SERVERS = 5
 ORDERED_RINGS_MAX_BYTES_ESTIMATE = 1.7
 #: from this many bytes on only where the rings' estimate is at most
 #: :data:`ORDERED_RINGS_WIDE_ESTIMATE`: there the direct schedule pipelines well (1 GiB,
-#: 7 and 8 servers: 1.31-1.37 × the bound, the rings 1.36-1.54)
+#: 7 and 8 servers: 1.31-1.37 × the bound, the rings 1.36-1.54; 5 and 6 servers, with
+#: the rail program's plan: 1.33-1.36, the rings 1.33-1.50 where their estimate was
+#: 1.28-1.44)
 ORDERED_RINGS_WIDE_MIN_BYTES = 2**30
 ORDERED_RINGS_WIDE_ESTIMATE = 1.3
 #: up to :data:`~resilientcc.schedules.direct.DEEP_MAX_SERVERS` servers, where the direct
@@ -1001,9 +1012,9 @@ def ordered_rings_wins(
       is at most :data:`ORDERED_RINGS_FEW_ESTIMATE` (below
       :data:`ORDERED_RINGS_FEW_SMALL_BYTES`, :data:`ORDERED_RINGS_FEW_SMALL_ESTIMATE`);
       above, where the rings' bytes' time is at most
-      :data:`ORDERED_RINGS_MAX_BYTES_ESTIMATE`, and from
-      :data:`ORDERED_RINGS_WIDE_MIN_BYTES` on only where the estimate is at most
-      :data:`ORDERED_RINGS_WIDE_ESTIMATE`.
+      :data:`ORDERED_RINGS_MAX_BYTES_ESTIMATE`. From
+      :data:`ORDERED_RINGS_WIDE_MIN_BYTES` on, on any number of servers, only where
+      the estimate is at most :data:`ORDERED_RINGS_WIDE_ESTIMATE`.
 
     Examples:
         >>> from resilientcc.topology import apply_fail_specs, hierarchical
@@ -1033,6 +1044,8 @@ def ordered_rings_wins(
     order = best_server_order(topology)
     est = rings_estimate(topology, size, bound, order=order)
     if n <= DEEP_MAX_SERVERS:
+        if size >= ORDERED_RINGS_WIDE_MIN_BYTES:
+            return est <= ORDERED_RINGS_WIDE_ESTIMATE
         few_small = size < ORDERED_RINGS_FEW_SMALL_BYTES and est <= ORDERED_RINGS_FEW_SMALL_ESTIMATE
         return est <= ORDERED_RINGS_FEW_ESTIMATE or few_small
     bytes_est = rings_estimate(topology, size, bound, latency=False, order=order)
@@ -1402,6 +1415,7 @@ def optcc(
     sliver_gate: int | None = None,
     direct_first: int | None = None,
     ordered_rings: bool | None = None,
+    rail_lp: bool | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -1562,6 +1576,11 @@ def optcc(
             widest (:mod:`~resilientcc.schedules.ordered_rings`). Default: where
             :func:`ordered_rings_wins` (several degraded servers that differ), unless
             another variant is named; ``True`` asks for it, ``False`` never.
+        rail_lp: the direct schedule's shares and each pair's rails from the linear
+            program over every NIC (:func:`~resilientcc.schedules.rail_split.rail_split`).
+            Default: where it lowers the busiest NIC by more than
+            :data:`RAIL_LP_MIN_GAIN`; ``True`` always, ``False`` never. Ignored by the
+            other variants.
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -1603,6 +1622,7 @@ def optcc(
         ("straggler_two_way", straggler_two_way),
         ("relay_sum", relay_sum),
         ("degraded_last", degraded_last),
+        ("rail_lp", rail_lp),
     ):
         if flag is not None and not isinstance(flag, bool):
             raise ScheduleError(f"optcc: {name} must be true or false, got {flag!r}")
@@ -1710,6 +1730,13 @@ def optcc(
     if f > 0:
         plan, k = _ring_split(b, servers, f, size, pieces, window, max_serial, ramp)
     else:
+        plan = DirectPlan(servers, shares)
+        if rail_lp is not False:
+            split = rail_split(servers, shares, decouple=decouple)
+            old = plan_nic_time(servers, plan, decouple)
+            if split is not None and (rail_lp or old > split.nic_time * (1 + RAIL_LP_MIN_GAIN)):
+                plan = split.plan(servers)
+                shares = dict(split.shares)
         # decoupled regime: exactly one server too slow to own a shard (β ≤ β*)
         decoupled = decouple and sum(1 for w in shares.values() if w == 0) == 1
         if balance is None:
@@ -1718,7 +1745,6 @@ def optcc(
                 decoupled or n > DEEP_MAX_SERVERS or (several and n >= SEVERAL_BALANCED_MIN_SERVERS)
             )
         k = pieces if pieces is not None else default_pieces(size, n, decoupled=decoupled)
-        plan = DirectPlan(servers, shares)
         direct_allreduce(
             b,
             servers,
