@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules._build import server_view
 from resilientcc.schedules.balance import balance
-from resilientcc.schedules.direct import DirectPlan, rotated_arcs
+from resilientcc.schedules.direct import SEVERAL_DEEP_PIECES, DirectPlan, rotated_arcs
 from resilientcc.schedules.optcc import (
     RAIL_LP_MIN_GAIN,
     balanced_shares,
@@ -148,3 +148,15 @@ def test_switch_model_and_rail_lp_errors() -> None:
     assert rail_split(sv, balanced_shares({s.index: s.bandwidth for s in sv})) is None
     with pytest.raises(ScheduleError, match="rail_lp must be true or false"):
         optcc(hierarchical(2, 8), SIZE, rail_lp="yes")  # type: ignore[arg-type]
+
+
+def test_several_degraded_servers_get_a_deeper_pipeline_above_512_mib() -> None:
+    t = apply_fail_specs(hierarchical(4, 8), ALL_DEGRADED)
+    assert optcc(t, Fraction(2**30), check=False).meta_get("pieces") == str(SEVERAL_DEEP_PIECES)
+    assert optcc(t, Fraction(2**29), check=False).meta_get("pieces") == "8"
+    # one degraded server that owns nothing keeps its 20, and more than 6 servers 12
+    one = apply_fail_specs(hierarchical(4, 8), ["0:4"])
+    assert optcc(one, Fraction(2**30), direct=True, check=False).meta_get("pieces") == "20"
+    eight = apply_fail_specs(hierarchical(8, 8), ALL_DEGRADED)
+    s = optcc(eight, Fraction(2**30), ordered_rings=False, check=False)
+    assert s.meta_get("variant") != "direct" or s.meta_get("pieces") == "12"

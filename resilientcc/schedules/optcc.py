@@ -1744,7 +1744,11 @@ def optcc(
             balance = (
                 decoupled or n > DEEP_MAX_SERVERS or (several and n >= SEVERAL_BALANCED_MIN_SERVERS)
             )
-        k = pieces if pieces is not None else default_pieces(size, n, decoupled=decoupled)
+        k = (
+            pieces
+            if pieces is not None
+            else default_pieces(size, n, decoupled=decoupled, several=len(_degraded(servers)) > 1)
+        )
         direct_allreduce(
             b,
             servers,
