@@ -146,6 +146,8 @@ def test_switch_model_and_rail_lp_errors() -> None:
     # a switch model has no NICs per rail: the program does not apply
     sv = server_view(uniform_switch(4, straggler_beta=Fraction(1, 2)))
     assert rail_split(sv, balanced_shares({s.index: s.bandwidth for s in sv})) is None
+    with pytest.raises(ScheduleError, match="rail_lp needs per-NIC bandwidths"):
+        optcc(uniform_switch(4, straggler_beta=Fraction(1, 2)), SIZE, rail_lp=True, direct=True)
     with pytest.raises(ScheduleError, match="rail_lp must be true or false"):
         optcc(hierarchical(2, 8), SIZE, rail_lp="yes")  # type: ignore[arg-type]
 

@@ -1733,6 +1733,11 @@ def optcc(
         plan = DirectPlan(servers, shares)
         if rail_lp is not False:
             split = rail_split(servers, shares, decouple=decouple)
+            if split is None and rail_lp:
+                raise ScheduleError(
+                    "optcc: rail_lp needs per-NIC bandwidths (not a switch model) and a rail"
+                    " alive on both ends of every pair of servers"
+                )
             old = plan_nic_time(servers, plan, decouple)
             if split is not None and (rail_lp or old > split.nic_time * (1 + RAIL_LP_MIN_GAIN)):
                 plan = split.plan(servers)
