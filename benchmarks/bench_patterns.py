@@ -41,6 +41,7 @@ PATTERNS = (
     "0:2+1:x1/2",
     "0:nic0+1:nic3+2:nic5",
     "0:nic0+1:nic3+2:nic7+3:x7/8",
+    "0:nic6+1:nic3,nic4+2:nic2x1/2+3:1",
 )
 ALGOS = ("balance", "r2cc_allreduce", "optcc")
 
