@@ -17,6 +17,7 @@ from resilientcc.schedules.executor import check
 from resilientcc.schedules.optcc import (
     ORDERED_RINGS_MIN_BYTES,
     ORDERED_RINGS_MIN_SERVERS,
+    ORDERED_RINGS_SMALL_MIN_SERVERS,
     ORDERED_RINGS_WIDE_MIN_BYTES,
     optcc,
     optcc_view,
@@ -164,6 +165,19 @@ def test_optcc_keeps_its_schedules_where_the_rings_would_lose() -> None:
     four = _cluster(4, ["nic3", "x7/8", "2"])
     assert len(four.servers) < ORDERED_RINGS_MIN_SERVERS
     assert optcc(four, size, check=False).meta_get("variant") == "direct"
+    # ... but below 256 MiB, where the rings' estimate is at most 1.6, they run there
+    # (4 servers, NICs 3 and 4 lost, NIC 5 at 3/4, one NIC lost, 128 MiB: the direct
+    # schedule 1.711 × the bound, the rings 1.664)
+    four_small = _cluster(4, ["nic3,nic4", "nic5x3/4", "1"])
+    mib128 = Fraction(2**27)
+    assert ORDERED_RINGS_SMALL_MIN_SERVERS == 4
+    s = optcc(four_small, mib128, check=False)
+    assert s.meta_get("variant") == "ordered rings"
+    direct = optcc(four_small, mib128, ordered_rings=False, check=False)
+    assert simulate(s, four_small).time_s < simulate(direct, four_small).time_s
+    assert optcc(four_small, size, check=False).meta_get("variant") == "direct"
+    three = _cluster(3, ["nic3,nic4", "nic5x3/4"])
+    assert not ordered_rings_wins(three, optcc_view(three, mib128), mib128, False)
     # a server at half speed: no ring can be faster than half, the direct schedule stays
     half = _cluster(8, ["nic0", "nic3", "nic5", "4"])
     assert optcc(half, size, check=False).meta_get("variant") == "direct"
