@@ -61,10 +61,12 @@ def test_class_sizes_balance_the_healthy_nics(n, g, data):
     assert a * big + lost * a * small == 1 and big >= 0 and small >= 0
     alive_load = big * (1 + (n - 2) * w_h) + lost * small * slow * (w_d + w_h)
     dead_load = a * small * 2 * (n - 1 - slow) * w_h
-    if big == 0:  # decoupled, and the straggler's flows alone load an alive rail the most
-        assert w_d == 0 and 2 * a * (n - 1 - slow) <= lost * slow
+    if big == 0:  # the degraded servers' flows alone load an alive rail the most
+        assert 2 * a * (n - 1 - slow) * w_h <= lost * slow * (w_d + w_h)
         assert dead_load <= alive_load
-        if slow == 1:
+        # and less than everything on the alive rails would
+        assert alive_load <= (1 + (n - 2) * w_h) / a
+        if slow == 1 and w_d == 0:
             assert alive_load <= Fraction(1, a)
     elif small > 0 and w_d > 0:
         assert alive_load == dead_load
@@ -874,3 +876,26 @@ def test_network_window_is_never_below_n_plus_2_pieces() -> None:
     assert s.meta_get("net_window") == "6"
     t = sim.simulate(s, topo).time_s
     assert t < 1.05 * float(lower_bound(topo, size).seconds)
+
+
+def test_degraded_owners_with_many_dead_rails_use_the_dead_rails() -> None:
+    """Three of 5 servers with NICs 0-3 lost own shares; their flows alone load the
+    alive rails, so every part goes on the dead rails (dealt over the alive ones on the
+    degraded servers): the healthy servers' NICs 0-3 carry bytes, and the busiest link
+    is far below the 2.07 × the bound of everything on rails 4-7 (1.25: the degraded
+    servers' flows on their alive rails set it)."""
+    from resilientcc.topology import apply_fail_specs
+
+    t = apply_fail_specs(hierarchical(5, 8), [f"{i}:nic0,nic1,nic2,nic3" for i in range(3)])
+    size = Fraction(256 * 2**20)
+    s = optcc(t, size)
+    assert s.meta_get("variant") == "pipelined hierarchical"
+    assert all(
+        part.startswith(("0/", "1/", "2/", "3/")) for part in s.meta_get("classes").split(",")
+    )
+    r = sim.simulate(s, t)
+    bound = float(lower_bound(t, size).seconds)
+    loads = dict(zip(r.link_names, r.link_bytes / r.link_capacity, strict=True))
+    assert all(loads[f"s3.nic{c}->rail{c}"] > 0 for c in range(4))
+    assert max(loads[f"s{k}.nic{c}->rail{c}"] for k in (3, 4) for c in range(8)) < 1.3 * bound
+    assert r.time_s < 0.9 * sim.simulate(balance(t, size, check=False), t).time_s

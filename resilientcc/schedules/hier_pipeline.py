@@ -230,7 +230,12 @@ def class_sizes(
     load the dead ones (``2a(N−2) ≤ L``: one rail alive on up to 5 servers, two on 3),
     every part goes on the dead rails, ``A = 0``, which keeps them within ``d``'s per-NIC
     time (the balanced sizes would be negative; putting everything on the alive rails,
-    as before, took 1.95 × the bound on 4 × 8 GPUs with 7 NICs lost).
+    as before, took 1.95 × the bound on 4 × 8 GPUs with 7 NICs lost). The same holds
+    where the degraded servers own shares (several of them alike, each with many NICs
+    lost: their flows load the alive rails, and ``A`` only adds to that): everything on
+    the dead rails. Until 2026-11-27 everything went on the alive rails there, and the
+    healthy servers' dead-rail NICs idled (5 servers, three with NICs 0-3 lost, 1 GiB:
+    2.123 × the bound, with these sizes 1.327).
 
     >>> class_sizes(8, [], 4, Fraction(1, 4), Fraction(1, 4))
     (Fraction(1, 8), Fraction(0, 1))
@@ -241,15 +246,18 @@ def class_sizes(
     (Fraction(5, 48), Fraction(7, 192))
     >>> class_sizes(8, list(range(7)), 4, Fraction(1, 3), Fraction(0))  # 2a(N-2) = 4 <= 7
     (Fraction(0, 1), Fraction(1, 7))
+    >>> class_sizes(8, [0, 1, 2, 3], 5, Fraction(3, 7), Fraction(1, 21), 3)  # owning, A = 0
+    (Fraction(0, 1), Fraction(1, 16))
     """
     a = nics - len(dead)
     if not dead:
         return Fraction(1, nics), Fraction(0)
     others = servers - 1 - degraded  # the healthy servers but one
     num = 2 * a * others * w_healthy - len(dead) * degraded * (w_degraded + w_healthy)
-    if num <= 0 and w_degraded == 0 and others > 0:
+    if num <= 0 and others > 0:
         # so few rails alive on d that its traffic alone loads them as much as the whole
-        # piece would load the dead ones: everything goes on the dead rails
+        # piece would load the dead ones: everything goes on the dead rails (whether d
+        # owns a share or not: the alive rails' load only grows with A)
         return Fraction(0), Fraction(1, len(dead) * a)
     if num <= 0:
         return Fraction(1, a), Fraction(0)
