@@ -167,9 +167,9 @@ def default_pieces(
     256 MiB on 4 servers: 1.30 / 1.24 × with 8 / 12).
 
     ``several``: the coupled schedule with several degraded servers (OptCC's direct
-    variant where they differ), whose plan loads every NIC alike
-    (:mod:`~resilientcc.schedules.rail_split`), so nothing has slack for the pipeline's
-    fill and drain: :data:`SEVERAL_DEEP_PIECES` above 512 MiB up to
+    variant where they differ), whose NICs are busy alike (with the rail program's plan,
+    :mod:`~resilientcc.schedules.rail_split`, at the water-filling), so little has slack
+    for the pipeline's fill and drain: :data:`SEVERAL_DEEP_PIECES` above 512 MiB up to
     :data:`DEEP_MAX_SERVERS` servers (1 GiB, 4-6 servers, 7 patterns: 2-7 % faster
     than with 12; on 7 and 8 servers between 3 % faster and 1 % slower, so 12 there).
 
