@@ -22,7 +22,7 @@ time is ``1/(1 − X)`` of the fault-free ring (``X = k/K``).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -40,7 +40,26 @@ from resilientcc.schedules.ring import (
 from resilientcc.topology.model import Topology
 from resilientcc.units import to_size
 
-__all__ = ["BalanceRings", "balance", "balance_rings", "hop_partition"]
+__all__ = ["BalanceRings", "balance", "balance_rings", "common_rail_capacities", "hop_partition"]
+
+
+def common_rail_capacities(
+    topology: Topology, layouts: Mapping[int, ServerLayout], src_server: int, dst_server: int
+) -> list[tuple[int, Fraction]]:
+    """The rails alive on both servers, each with ``min(egress at src, ingress at dst)``
+    (bytes/s), in the source's NIC order."""
+    alive = set(layouts[dst_server].alive)
+    return [
+        (
+            k,
+            min(
+                nic_capacity(topology, src_server, k, "out"),
+                nic_capacity(topology, dst_server, k, "in"),
+            ),
+        )
+        for k in layouts[src_server].alive
+        if k in alive
+    ]
 
 
 def hop_partition(
@@ -59,17 +78,11 @@ def hop_partition(
         [(1, '1/3'), (2, '1/3'), (3, '1/3')]
     """
     lays = server_layouts(topology)
-    la, lb = lays[src_server], lays[dst_server]
-    common = [k for k in la.alive if k in set(lb.alive)]
+    la = lays[src_server]
+    common = common_rail_capacities(topology, lays, src_server, dst_server)
     if common:
-        w = [
-            min(
-                nic_capacity(topology, src_server, k, "out"),
-                nic_capacity(topology, dst_server, k, "in"),
-            )
-            for k in common
-        ]
-        nics = common
+        nics = [k for k, _ in common]
+        w = [wk for _, wk in common]
     else:
         nics = list(la.alive)
         w = [nic_capacity(topology, src_server, k, "out") for k in nics]

@@ -1057,7 +1057,7 @@ def ordered_rings_wins(
     if n <= DEEP_MAX_SERVERS:
         if size >= ORDERED_RINGS_WIDE_MIN_BYTES:
             return est <= ORDERED_RINGS_WIDE_ESTIMATE
-        few_small = size < ORDERED_RINGS_FEW_SMALL_BYTES and est <= ORDERED_RINGS_FEW_SMALL_ESTIMATE
+        few_small = small and est <= ORDERED_RINGS_FEW_SMALL_ESTIMATE
         return est <= ORDERED_RINGS_FEW_ESTIMATE or few_small
     bytes_est = rings_estimate(topology, size, bound, latency=False, order=order)
     if bytes_est > ORDERED_RINGS_MAX_BYTES_ESTIMATE:
@@ -1110,6 +1110,38 @@ def _ordered_rings(topology: Topology, size: Fraction, check: bool) -> Schedule:
         name="optcc",
         meta=(("generator", "optcc"), *base.meta, ("variant", "ordered rings")),
     )
+
+
+def _direct_plan(
+    servers: Sequence[ServerInfo],
+    shares: Mapping[int, Fraction],
+    rail_lp: bool | None,
+    decouple: bool,
+) -> DirectPlan:
+    """The direct schedule's plan: the default one, or the rail program's
+    (:func:`~resilientcc.schedules.rail_split.rail_split`) where ``rail_lp`` asks for it
+    or, by default, where the default plan's busiest NIC is more than
+    :data:`RAIL_LP_MIN_GAIN` above the program's."""
+    plan = DirectPlan(servers, shares)
+    if rail_lp is False:
+        return plan
+    old = plan_nic_time(servers, plan, decouple)
+    if not rail_lp:
+        # no plan's busiest NIC is below the water-filling of the servers' bandwidths
+        # (each server's bytes spread over its NICs at best), so where the default plan
+        # is within the gain of it the program need not be solved
+        floor = float(water_filling_time({sv.index: sv.bandwidth for sv in servers}))
+        if old <= floor * (1 + RAIL_LP_MIN_GAIN) * (1 - 1e-9):
+            return plan
+    split = rail_split(servers, shares, decouple=decouple)
+    if split is None and rail_lp:
+        raise ScheduleError(
+            "optcc: rail_lp needs per-NIC bandwidths (not a switch model) and a rail"
+            " alive on both ends of every pair of servers"
+        )
+    if split is not None and (rail_lp or old > split.nic_time * (1 + RAIL_LP_MIN_GAIN)):
+        return split.plan(servers)
+    return plan
 
 
 def _share_meta(
@@ -1741,29 +1773,19 @@ def optcc(
     if f > 0:
         plan, k = _ring_split(b, servers, f, size, pieces, window, max_serial, ramp)
     else:
-        plan = DirectPlan(servers, shares)
-        if rail_lp is not False:
-            split = rail_split(servers, shares, decouple=decouple)
-            if split is None and rail_lp:
-                raise ScheduleError(
-                    "optcc: rail_lp needs per-NIC bandwidths (not a switch model) and a rail"
-                    " alive on both ends of every pair of servers"
-                )
-            old = plan_nic_time(servers, plan, decouple)
-            if split is not None and (rail_lp or old > split.nic_time * (1 + RAIL_LP_MIN_GAIN)):
-                plan = split.plan(servers)
-                shares = dict(split.shares)
+        plan = _direct_plan(servers, shares, rail_lp, decouple)
+        shares = plan.shares
         # decoupled regime: exactly one server too slow to own a shard (β ≤ β*)
         decoupled = decouple and sum(1 for w in shares.values() if w == 0) == 1
+        several = len(_degraded(servers)) > 1
         if balance is None:
-            several = len(_degraded(servers)) > 1
             balance = (
                 decoupled or n > DEEP_MAX_SERVERS or (several and n >= SEVERAL_BALANCED_MIN_SERVERS)
             )
         k = (
             pieces
             if pieces is not None
-            else default_pieces(size, n, decoupled=decoupled, several=len(_degraded(servers)) > 1)
+            else default_pieces(size, n, decoupled=decoupled, several=several)
         )
         direct_allreduce(
             b,

@@ -44,6 +44,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules._build import ServerInfo
@@ -189,15 +190,13 @@ def rail_split(
         >>> round(old / split.nic_time, 3), split.shares == w0
         (1.233, True)
     """
-    from scipy.optimize import linprog  # scipy only here: the schedules' linear programs
-
     if any(not sv.nic_bw or not sv.alive for sv in servers) or len(servers) < 2:
         return None
     for s in servers:
         for t in servers:
             if s.index != t.index and not _common(s, t):
                 return None
-    first = _solve(servers, target, None, linprog)
+    first = _solve(servers, target, None)
     if first is None:
         return None
     shares, weights = first
@@ -205,7 +204,7 @@ def rail_split(
     if decoupled is not None:
         # the straggler that owns nothing gets its results on the next rail: solve again
         # with that counted (its share kept at zero)
-        again = _solve(servers, target, decoupled, linprog)
+        again = _solve(servers, target, decoupled)
         if again is None:
             return None
         shares, weights = again
@@ -213,11 +212,27 @@ def rail_split(
     return RailSplit(shares, weights, decoupled, plan_nic_time(servers, plan, decouple))
 
 
+def _linprog(
+    cost: list[float],
+    a_ub: list[list[float]],
+    b_ub: list[float],
+    a_eq: list[list[float]],
+    b_eq: list[float],
+    bounds: list[tuple[float, None]],
+) -> Any:
+    """One solve of the program's stages (HiGHS); its result, or ScheduleError."""
+    from scipy.optimize import linprog  # scipy only here: the schedules' linear programs
+
+    res = linprog(c=cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs")
+    if res.status != 0:
+        raise ScheduleError(f"optcc: no rail split for the direct schedule ({res.message})")
+    return res
+
+
 def _solve(
     servers: Sequence[ServerInfo],
     target: Mapping[int, Fraction],
     decoupled: int | None,
-    linprog: object,
 ) -> tuple[dict[int, Fraction], dict[tuple[int, int], dict[int, Fraction]]] | None:
     """One solve of the program (module docs); the rounded shares and pair weights."""
     kinds = server_kinds(servers)
@@ -289,11 +304,7 @@ def _solve(
     bounds = [(0.0, None)] * nv
     time_only = row()
     time_only[t_col] = 1.0
-    res = linprog(  # type: ignore[operator]
-        c=time_only, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs"
-    )
-    if res.status != 0:
-        raise ScheduleError(f"optcc: no rail split for the direct schedule ({res.message})")
+    res = _linprog(time_only, a_ub, b_ub, a_eq, b_eq, bounds)
     least = float(res.x[t_col]) * (1 + 1e-9) + 1e-12
     # second: keep T, the shares nearest the target (|w − w⁰| ≤ dev)
     a_ub2 = [list(r) for r in a_ub]
@@ -313,11 +324,7 @@ def _solve(
     near = row()
     for a in range(nk):
         near[dev + a] = float(size[a])
-    res = linprog(  # type: ignore[operator]
-        c=near, A_ub=a_ub2, b_ub=b_ub2, A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs"
-    )
-    if res.status != 0:
-        raise ScheduleError(f"optcc: no rail split for the direct schedule ({res.message})")
+    res = _linprog(near, a_ub2, b_ub2, a_eq, b_eq, bounds)
     # third: keep both, each pair's parts nearest an even spread over the rails it
     # shares (|y_abc − w_b / m_ab| ≤ e_abc): a corner of the program puts a pair on few
     # rails, which then carry it alone while the others wait
@@ -344,20 +351,10 @@ def _solve(
     spread = [0.0] * nv3
     for a, b, c in pairs:
         spread[spread_col[(a, b, c)]] = float(size[a] * (size[b] - (a == b)))
-    res = linprog(  # type: ignore[operator]
-        c=spread,
-        A_ub=a_ub3,
-        b_ub=b_ub3,
-        A_eq=[widen(r) for r in a_eq],
-        b_eq=b_eq,
-        bounds=[(0.0, None)] * nv3,
-        method="highs",
-    )
-    if res.status != 0:
-        raise ScheduleError(f"optcc: no rail split for the direct schedule ({res.message})")
+    res = _linprog(spread, a_ub3, b_ub3, [widen(r) for r in a_eq], b_eq, [(0.0, None)] * nv3)
     x = [float(v) for v in res.x]
-    # shares on the grid, Σ size_a · w_a = 1 exactly: units of 1/(SPLIT_GRID · Π?) are
-    # awkward, so every kind but the largest owner is rounded and that one takes the rest
+    # shares on the grid, Σ size_a · w_a = 1 exactly: every kind but the largest owner
+    # is rounded and that one takes the rest
     w = [max(x[a], 0.0) for a in range(nk)]
     if dec_kind is not None:
         w[dec_kind] = 0.0

@@ -8,7 +8,7 @@ keeps 7/8. Every server sends on exactly one hop of a ring, so a ring can be no 
 than its slowest server allows (:func:`server_limit`); the order decides whether it is
 slower still.
 
-:func:`hop_throughput` is the capacity of one hop (what Balance splits it by,
+:func:`hop_throughput` is the capacity of one hop (the sum of what Balance splits it by,
 :func:`~resilientcc.schedules.balance.hop_partition`); :func:`best_server_order` picks
 the order whose narrowest hop is widest: a healthy server next to a degraded one costs
 nothing beyond the degraded server's own bandwidth, so the healthy servers go into the
@@ -23,6 +23,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 
+from resilientcc.schedules.balance import common_rail_capacities
 from resilientcc.schedules.ring import nic_capacity, server_layouts
 from resilientcc.topology.model import Topology
 
@@ -62,16 +63,8 @@ class _Hops:
     def __call__(self, src: int, dst: int) -> Fraction:
         key = (src, dst)
         if key not in self.memo:
-            t = self.topology
-            alive = set(self.layouts[dst].alive)
-            self.memo[key] = sum(
-                (
-                    min(nic_capacity(t, src, k, "out"), nic_capacity(t, dst, k, "in"))
-                    for k in self.layouts[src].alive
-                    if k in alive
-                ),
-                Fraction(0),
-            )
+            common = common_rail_capacities(self.topology, self.layouts, src, dst)
+            self.memo[key] = sum((w for _, w in common), Fraction(0))
         return self.memo[key]
 
     def limit(self, server: int) -> Fraction:
