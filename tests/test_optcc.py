@@ -370,6 +370,7 @@ def test_bad_pieces_is_a_schedule_error(servers, lost, pieces):
 # One row per line of the "Which variant runs where" table in docs/schedules.md, at 32 MiB
 # (above SMALL_HIER_RING_MAX_BYTES), then the small buffers' rows
 BIG = Fraction(2**25)
+MID = Fraction(2**28)
 SMALL = Fraction(2**23)
 VARIANT_TABLE = [
     (4, 8, "none", BIG, "pipelined hierarchical"),
@@ -382,11 +383,14 @@ VARIANT_TABLE = [
     (6, 8, "0:2", BIG, "hierarchical ring"),
     (4, 8, "0:4", BIG, "hierarchical ring"),
     (9, 8, "0:1+1:1", BIG, "hierarchical ring"),
-    (6, 8, "0:1+1:1", BIG, "pipelined hierarchical"),
+    (6, 8, "0:1+1:1", BIG, "hierarchical ring"),  # several alike, up to 128 MiB
+    (6, 8, "0:1+1:1", MID, "pipelined hierarchical"),
     (7, 8, "0:2+1:2", BIG, "hierarchical ring"),
     (4, 8, "0:4+1:4", BIG, "pipelined hierarchical"),
     (6, 8, "0:4+1:4", BIG, "hierarchical ring"),
-    (8, 8, "0:4+1:4+2:4", BIG, "pipelined hierarchical"),
+    (8, 8, "0:4+1:4+2:4", BIG, "hierarchical ring"),
+    (8, 8, "0:4+1:4+2:4", MID, "pipelined hierarchical"),
+    (5, 8, "0:4+1:4+2:4", BIG, "pipelined hierarchical"),
     (16, 8, "0:4+1:4+2:4+3:4+4:4+5:4", BIG, "hierarchical ring"),
     (9, 5, "0:1", BIG, "weighted ring"),
     (4, 4, "0:1", BIG, "rings + decoupled direct"),
@@ -395,7 +399,9 @@ VARIANT_TABLE = [
     (8, 8, "0:1+1:2+2:x1/2", BIG, "hierarchical ring"),
     (8, 8, "0:nic0+1:nic3+2:nic5", BIG, "hierarchical ring"),  # seen alike
     (8, 8, "0:1+1:2+2:x1/2", Fraction(2**30), "direct"),
-    (6, 8, "0:nic0+1:nic7+2:nic2,nic3+3:x7/8", BIG, "direct"),  # two healthy servers
+    (6, 8, "0:nic0+1:nic7+2:nic2,nic3+3:x7/8", BIG, "hierarchical ring"),  # two healthy
+    (6, 8, "0:nic0+1:nic7+2:nic2,nic3+3:x7/8", MID, "ordered rings"),
+    (5, 8, "0:nic0+1:nic7+2:nic2,nic3+3:x7/8", BIG, "direct"),  # one healthy server
     # small buffers: the hierarchical ring wherever it can run
     (4, 8, "none", SMALL, "hierarchical ring"),
     (5, 8, "0:1", SMALL, "hierarchical ring"),

@@ -33,6 +33,7 @@ from resilientcc.cli.common import (
 )
 from resilientcc.cli.compare import algorithm_list, compare
 from resilientcc.cli.sim_report import generate_schedule, print_report, report_run
+from resilientcc.cli.tuning import TuneOpt, tune_report, tuned_schedule
 from resilientcc.errors import InputError
 from resilientcc.units import parse_time
 
@@ -99,6 +100,7 @@ def sim(
         ),
     ] = None,
     option: GeneratorOpt = None,
+    tune: TuneOpt = False,
 ) -> None:
     """Simulate SCHEDULE (a file or an algorithm) on the cluster, next to the lower bound.
 
@@ -106,6 +108,8 @@ def sim(
 
     Several algorithms (rcc sim ring,balance,optcc, or rcc sim all) give one table, a row
     each; with --plot, a figure of each run's throughput by kind of transfer.
+
+    With --tune (optcc), every variant is simulated first and the fastest is reported.
     """
     mode = latency_mode.replace("-", "_")
     from resilientcc.sim.flow import ENGINES
@@ -127,6 +131,8 @@ def sim(
     names = algorithm_list(schedule)
     if names is not None and option:
         raise InputError("-O: options shape one algorithm's schedule; simulate it on its own")
+    if names is not None and tune:
+        raise InputError("--tune: tunes one algorithm; simulate it on its own")
     if names is not None and trace_file is not None:
         raise InputError("--trace: one run's timeline; simulate one algorithm to trace it")
     if names is not None:
@@ -146,6 +152,9 @@ def sim(
     path = Path(schedule)
     if path.is_file() and option:
         raise InputError("-O: options shape a generated schedule, not a schedule file")
+    if path.is_file() and tune:
+        raise InputError("--tune: chooses among a generator's variants, not a schedule file")
+    tuned = None
     if path.is_file():
         sched = load_schedule_for(path, topo)
         algorithm = sched.name
@@ -161,7 +170,13 @@ def sim(
         opts = generator_options(schedule, option)
         if channels is not None and "channels" in opts:
             raise InputError("--channels and -O channels=: give one")
-        sched = generate_schedule(schedule, topo, m, channels, opts)
+        if tune:
+            tuned = tuned_schedule(
+                schedule, topo, m, opts, base_latency=base, zero_latency=zero_latency, engine=engine
+            )
+            sched = tuned.schedule
+        else:
+            sched = generate_schedule(schedule, topo, m, channels, opts)
         algorithm = schedule
     rep, res = report_run(
         sched,
@@ -173,6 +188,8 @@ def sim(
         latency_mode=mode,
         engine=engine,
     )
+    if tuned is not None:
+        rep["tune"] = tune_report(tuned)
     if plot_file is not None:
         from resilientcc.sim.plot import plot, transfer_kinds
 
@@ -185,6 +202,9 @@ def sim(
         typer.echo(json.dumps(rep))
     else:
         print_report(rep)
+        if tuned is not None:
+            ran = sum(1 for t in tuned.trials if t.time_s is not None and not t.note)
+            typer.echo(f"tuned: {tuned.label}, the fastest of {ran} variants simulated")
         if plot_file is not None:
             typer.echo(f"plot -> {plot_file}")
         if trace_file is not None:

@@ -27,6 +27,7 @@ from resilientcc.cli.common import (
     load_schedule_for,
     parse_size_option,
 )
+from resilientcc.cli.tuning import TuneOpt, tuned_schedule
 from resilientcc.errors import InputError
 from resilientcc.schedules.ir import Schedule
 from resilientcc.topology.io import atomic_write_text, check_writable
@@ -78,10 +79,13 @@ def synth(
         ),
     ] = False,
     option: GeneratorOpt = None,
+    tune: TuneOpt = False,
 ) -> None:
     """Generate ALGORITHM's AllReduce schedule for the cluster and write it to --output.
 
     Example: rcc synth optcc -n 4 --fail 0:4 --size 1GiB -o optcc.json
+
+    With --tune (optcc), every variant is simulated and the fastest is written.
     """
     from resilientcc.schedules.generators import get_generator
 
@@ -93,12 +97,16 @@ def synth(
     gen = None if from_file else get_generator(algorithm)
     if from_file and option:
         raise InputError("-O: options shape a generated schedule, not a schedule file")
+    if from_file and tune:
+        raise InputError("--tune: chooses among a generator's variants, not a schedule file")
     opts = {} if from_file else generator_options(algorithm, option)
     m = parse_size_option(size)
     topo = build_topology(ctx)
     xml = None  # the MSCCL XML, where fitting the executor's limits already wrote it
     if gen is None:
         sched = _check_schedule(load_schedule_for(source, topo))
+    elif tune:
+        sched = tuned_schedule(algorithm, topo, m, opts).schedule
     elif fmt == "msccl-xml" and "pieces" not in opts and "pieces" in signature(gen).parameters:
         from resilientcc.schedules.msccl import fit_msccl
 

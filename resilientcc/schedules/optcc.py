@@ -217,6 +217,7 @@ __all__ = [
     "ORDERED_RINGS_FEW_ESTIMATE",
     "ORDERED_RINGS_FEW_SMALL_BYTES",
     "ORDERED_RINGS_FEW_SMALL_ESTIMATE",
+    "ORDERED_RINGS_FOUR_SMALL_ESTIMATE",
     "ORDERED_RINGS_MAX_BYTES_ESTIMATE",
     "ORDERED_RINGS_MIN_BYTES",
     "ORDERED_RINGS_MIN_SERVERS",
@@ -230,6 +231,8 @@ __all__ = [
     "SCALED_MIN_SERVERS",
     "SCALED_PIECES",
     "SEVERAL_BALANCED_MIN_SERVERS",
+    "SEVERAL_HIER_RING_MAX_BYTES",
+    "SEVERAL_HIER_RING_MIN_SERVERS",
     "SEVERAL_RING_ANY_SERVERS",
     "SEVERAL_RING_MAX_EXCESS",
     "SEVERAL_RING_MIN_SERVERS",
@@ -253,6 +256,7 @@ __all__ = [
     "optcc_view",
     "ordered_rings_wins",
     "ring_options",
+    "several_hier_ring",
     "small_hier_ring",
     "small_network",
     "small_only",
@@ -284,6 +288,18 @@ SEVERAL_SLIVER_MIN_SERVERS = 7
 SEVERAL_RING_MIN_SERVERS = 12
 SEVERAL_RING_MAX_EXCESS = Fraction(1, 20)
 SEVERAL_RING_ANY_SERVERS = 16
+#: several degraded servers, up to this many bytes: the hierarchical ring wherever it can
+#: run, in place of the direct schedule (:func:`several_hier_ring`) and, from
+#: :data:`SEVERAL_HIER_RING_MIN_SERVERS` servers on, of the pipelined one (degraded
+#: servers alike). Every variant simulated (:func:`resilientcc.sim.tune.tune`), random
+#: patterns of two to four degraded servers on 4 to 12 servers, × the bound: at 32, 64
+#: and 128 MiB the ring was faster than the direct schedule in 20 of 20 patterns (by
+#: 0.4-44 %), than the pipelined one from 6 servers on in 7 of 7 (2-23 %); on 5 servers
+#: slower than the pipelined one (13 %, 1 of 1), and slower than the ordered rings where
+#: their rule picks them (6 servers, 128 MiB: 24 and 35 %, 2 of 2; that rule comes
+#: first); at 256 MiB it was 12.6 % slower to 5.7 % faster than the direct schedule
+SEVERAL_HIER_RING_MAX_BYTES = 128 * 2**20
+SEVERAL_HIER_RING_MIN_SERVERS = 6
 
 #: OptCC's default is the pipelined hierarchical schedule up to this many servers (where
 #: it can run); its transfers grow as ``pieces · N² · G²``: 0.5 to 1.2 million on 8 × 8
@@ -346,11 +362,16 @@ ORDERED_RINGS_MIN_BYTES = 64 * 2**20
 #: in place of the direct schedule from this many servers on (on 4 servers the direct
 #: schedule measured 1.37-1.43 × the bound at 256 MiB, the rings 1.57-1.75)
 ORDERED_RINGS_MIN_SERVERS = 5
-#: below :data:`ORDERED_RINGS_FEW_SMALL_BYTES` from this many servers on, where the
-#: estimate is at most :data:`ORDERED_RINGS_FEW_SMALL_ESTIMATE` (4 servers, 128 MiB: the
-#: rings won in 6 of 7 patterns with an estimate up to 1.6, by 3-14 %, and lost in 4 of 5
-#: from 1.6 to 1.75)
+#: below :data:`ORDERED_RINGS_FEW_SMALL_BYTES` from this many servers on, on fewer than
+#: :data:`ORDERED_RINGS_MIN_SERVERS` where the estimate is at most
+#: :data:`ORDERED_RINGS_FOUR_SMALL_ESTIMATE`
 ORDERED_RINGS_SMALL_MIN_SERVERS = 4
+#: 4 servers, 128 and 192 MiB, against the direct schedule with
+#: :data:`~resilientcc.schedules.direct.SEVERAL_MID_PIECES` pieces at 128 MiB: the rings
+#: won in the 6 patterns with an estimate up to 1.45 (by 1.6-6.7 %), split 1 / 1 at
+#: 1.453, and lost in 11 of the 13 from 1.5 to 1.59 (by 0.7-14 %; won 2 by up to 2.7 %).
+#: With 4 pieces at 128 MiB the bar was 1.6
+ORDERED_RINGS_FOUR_SMALL_ESTIMATE = 1.45
 #: above :data:`~resilientcc.schedules.direct.DEEP_MAX_SERVERS` servers where their
 #: bytes' time is at most this much over the water-filling (the narrowest hop more than
 #: half a healthy one's, about): the direct schedule took 1.6-2.1 × the bound at 256 and
@@ -548,6 +569,27 @@ def small_hier_ring(servers: Sequence[ServerInfo], size: Fraction) -> bool:
         return True
     healthy = all(sv.healthy for sv in servers)
     return healthy and len(servers) > PIPELINE_MAX_SERVERS and size <= HEALTHY_HIER_RING_MAX_BYTES
+
+
+def several_hier_ring(servers: Sequence[ServerInfo], size: Fraction) -> bool:
+    """Whether OptCC runs the hierarchical ring where its other rules give the direct
+    schedule: several degraded servers, up to :data:`SEVERAL_HIER_RING_MAX_BYTES`, where
+    the ring can run (:func:`~resilientcc.schedules.hier_ring.hier_ring_blocker`: two
+    healthy servers, one NIC per GPU). Every degraded server is decoupled, its rails'
+    parts from :func:`~resilientcc.schedules.hier_ring.unlike_sizes`.
+
+    Examples:
+        >>> from resilientcc.topology import apply_fail_specs, hierarchical
+        >>> t = apply_fail_specs(hierarchical(6, 8), ["0:nic1", "1:x3/4", "2:nic0,nic1,nic2,nic3", "3:4"])
+        >>> sv = optcc_view(t, Fraction(2**26))
+        >>> several_hier_ring(sv, Fraction(2**26)), several_hier_ring(sv, Fraction(2**28))
+        (True, False)
+    """
+    return (
+        size <= SEVERAL_HIER_RING_MAX_BYTES
+        and len(_degraded(servers)) > 1
+        and hier_ring_blocker(servers) is None
+    )
 
 
 def small_only(servers: Sequence[ServerInfo], size: Fraction) -> bool:
@@ -961,6 +1003,8 @@ def _use_hier_ring(
                 n >= SEVERAL_RING_MIN_SERVERS
                 and decoupled_excess(servers) <= SEVERAL_RING_MAX_EXCESS
             )
+        if size <= SEVERAL_HIER_RING_MAX_BYTES and n >= SEVERAL_HIER_RING_MIN_SERVERS:
+            ring = True
         if not ring:
             return False
     few = len(servers) < SLIVER_MIN_SERVERS or (
@@ -1015,7 +1059,7 @@ def ordered_rings_wins(
       where a degraded server runs on slowed NICs);
     * direct: from :data:`ORDERED_RINGS_MIN_SERVERS` servers on (below
       :data:`ORDERED_RINGS_FEW_SMALL_BYTES` from :data:`ORDERED_RINGS_SMALL_MIN_SERVERS`,
-      there where the estimate is at most :data:`ORDERED_RINGS_FEW_SMALL_ESTIMATE`). Up to
+      there where the estimate is at most :data:`ORDERED_RINGS_FOUR_SMALL_ESTIMATE`). Up to
       :data:`~resilientcc.schedules.direct.DEEP_MAX_SERVERS` servers where the estimate
       is at most :data:`ORDERED_RINGS_FEW_ESTIMATE` (below
       :data:`ORDERED_RINGS_FEW_SMALL_BYTES`, :data:`ORDERED_RINGS_FEW_SMALL_ESTIMATE`);
@@ -1053,7 +1097,7 @@ def ordered_rings_wins(
     order = best_server_order(topology)
     est = rings_estimate(topology, size, bound, order=order)
     if n < ORDERED_RINGS_MIN_SERVERS:
-        return est <= ORDERED_RINGS_FEW_SMALL_ESTIMATE
+        return est <= ORDERED_RINGS_FOUR_SMALL_ESTIMATE
     if n <= DEEP_MAX_SERVERS:
         if size >= ORDERED_RINGS_WIDE_MIN_BYTES:
             return est <= ORDERED_RINGS_WIDE_ESTIMATE
@@ -1716,9 +1760,8 @@ def optcc(
     rings = _use_hier_ring(
         servers, shares, hier_ring, others or bool(weighted_ring) or bool(pipeline), size
     )
-    if rings or _use_pipeline(servers, pipeline, others or bool(weighted_ring) or bool(hier_ring)):
-        if free and ordered_rings_wins(topology, servers, size, layered=True):
-            return _ordered_rings(topology, size, check)
+
+    def layered(rings: bool) -> Schedule:
         return _layered(
             topology,
             servers,
@@ -1745,6 +1788,11 @@ def optcc(
             sliver_gate=sliver_gate,
             direct_first=direct_first,
         )
+
+    if rings or _use_pipeline(servers, pipeline, others or bool(weighted_ring) or bool(hier_ring)):
+        if free and ordered_rings_wins(topology, servers, size, layered=True):
+            return _ordered_rings(topology, size, check)
+        return layered(rings)
     relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
     if relief is not None:
         base = weighted_ring_schedule(topology, size, relief[0], relief[1], check=check)
@@ -1764,6 +1812,8 @@ def optcc(
         )
     if free and ordered_rings_wins(topology, servers, size, layered=False):
         return _ordered_rings(topology, size, check)
+    if free and several_hier_ring(servers, size):
+        return layered(True)
     if window is None:
         window = 2
     nics = max(sv.nics for sv in servers)
