@@ -1275,3 +1275,28 @@ def test_degraded_servers_that_would_own_nothing_alike_stay_as_they_are(
     # 1.105 decoupled as they are)
     eight = optcc_module.optcc_view(apply_fail_specs(hierarchical(8, 8), ["0:4", "1:1"]), size)
     assert eight[1].alive == eight[0].alive
+
+
+def test_straggler_all_gathers_one_way_where_it_owns_a_sliver() -> None:
+    """6 servers, 2 of 8 NICs lost on one, 256 MiB: the straggler owns a sliver, and its
+    NVLink all-gathers both ways took 1.1715 × the bound against 1.1196 one way (the
+    default from 256 MiB, :func:`default_straggler_two_way`)."""
+    from resilientcc.bounds import lower_bound
+    from resilientcc.schedules.hier_ring import default_straggler_two_way
+    from resilientcc.schedules.optcc import optcc
+    from resilientcc.sim import simulate
+    from resilientcc.topology import apply_fail_specs, hierarchical
+
+    t = apply_fail_specs(hierarchical(6, 8), ["0:2"])
+    size = Fraction(2**28)
+    one_way = optcc(t, size)
+    assert one_way.meta_get("variant") == "hierarchical ring"
+    assert one_way.meta_get("straggler_two_way") == "0"
+    both = optcc(t, size, straggler_two_way=True, check=False)
+    assert both.meta_get("straggler_two_way") == "1"
+    bound = float(lower_bound(t, size).seconds)
+    fast, slow = simulate(one_way, t).time_s, simulate(both, t).time_s
+    assert bound <= fast < 0.97 * slow
+    # owning nothing, or below 256 MiB, both ways as before
+    assert default_straggler_two_way(Fraction(0), size)
+    assert default_straggler_two_way(Fraction(1, 20), Fraction(2**27))

@@ -184,6 +184,7 @@ from resilientcc.schedules.hier_ring import (
     default_sliver,
     default_sliver_gate,
     default_sliver_lag,
+    default_straggler_two_way,
     default_two_way_first,
     default_two_way_last,
     degraded_alike,
@@ -1293,6 +1294,8 @@ def _layered(
             two_way_last = default_two_way_last(thin, halving)
         if direct_first is None:
             direct_first = default_direct_first(servers, k, net)
+        if straggler_two_way is None:
+            straggler_two_way = default_straggler_two_way(thin, size)
         # the flat tail as hier_ring takes it (the meta records flat_tail only if asked);
         # with the direct network pass the degraded servers' NVLink all-gathers are flat
         # there too, and where that is every piece straggler_two_way has no effect
@@ -1311,7 +1314,7 @@ def _layered(
             sliver_lag=lag,
             two_way_first=two_way_first,
             two_way_last=two_way_last,
-            straggler_two_way=straggler_two_way is not False,
+            straggler_two_way=straggler_two_way,
             sliver_gate=sliver_gate,
             nvlink_rs=nvlink_rs or RING,
             direct_first=direct_first,
@@ -1646,7 +1649,9 @@ def optcc(
             :func:`~resilientcc.schedules.hier_ring.default_direct_first`: 8 on 10 to 20
             servers with at most one degraded, else 0). Ignored by the other variants.
         straggler_two_way: the hierarchical ring's NVLink all-gathers on the degraded
-            server run both ways (default true; see
+            server run both ways (default
+            :func:`~resilientcc.schedules.hier_ring.default_straggler_two_way`: where it
+            owns no sliver, or below 256 MiB; see
             :mod:`~resilientcc.schedules.hier_ring`). Ignored by the other variants.
         relay_sum: the pipelined schedule's relaying dead GPUs add their sums into the
             holders' own partials instead of copying totals over; ``degraded_last``: the
