@@ -212,6 +212,7 @@ __all__ = [
     "HEALTHY_DIRECT_MIN_SERVERS",
     "HEALTHY_HIER_RING_MAX_BYTES",
     "HEALTHY_RINGS_MIN_GPUS",
+    "HEALTHY_RING_MIN_SERVERS",
     "NO_SLIVER_MAX_BYTES",
     "NVLINK_HALVING_MAX_BYTES",
     "ONE_DEAD_PIPELINE_MAX_SERVERS",
@@ -252,6 +253,7 @@ __all__ = [
     "decoupled_excess",
     "default_nvlink_rs",
     "healthy_network",
+    "healthy_rings",
     "lone_healthy_view",
     "optcc",
     "optcc_view",
@@ -436,6 +438,10 @@ HEALTHY_DIRECT_MAX_SERVERS = 20
 #: below :data:`HEALTHY_DIRECT_MIN_SERVERS` servers the direct pass up to
 #: :data:`HEALTHY_HIER_RING_MAX_BYTES` too where servers have fewer GPUs than this
 HEALTHY_RINGS_MIN_GPUS = 8
+#: no degraded server: the hierarchical ring (rings between the servers) from this many
+#: servers on, up to :data:`PIPELINE_MAX_SERVERS`, with :data:`HEALTHY_RINGS_MIN_GPUS`
+#: GPUs per server or more (:func:`healthy_rings`)
+HEALTHY_RING_MIN_SERVERS = 8
 #: where the network pass is direct (:func:`small_network`), the degraded servers own no
 #: sliver up to this many bytes
 NO_SLIVER_MAX_BYTES = 16 * 2**20
@@ -536,6 +542,33 @@ def healthy_network(servers: Sequence[ServerInfo], size: Fraction) -> str | None
         few_gpus = len(servers[0].ranks) < HEALTHY_RINGS_MIN_GPUS
         direct = (n >= HEALTHY_DIRECT_MIN_SERVERS or few_gpus) and n <= SMALL_DIRECT_MAX_SERVERS
     return DIRECT if direct else None
+
+
+def healthy_rings(servers: Sequence[ServerInfo]) -> bool:
+    """Whether OptCC runs the hierarchical ring, with rings between the servers, on a
+    cluster with no degraded server of :data:`HEALTHY_RING_MIN_SERVERS` to
+    :data:`PIPELINE_MAX_SERVERS` servers with :data:`HEALTHY_RINGS_MIN_GPUS` GPUs or more
+    (below, the pipelined schedule; above, :func:`healthy_network`).
+
+    Measured, × the bound, the pipelined schedule → the hierarchical ring: 8 × 8 GPUs,
+    32 / 64 / 128 / 256 / 512 MiB / 1 GiB 1.967 / 1.454 / 1.228 / 1.114 / 1.064 / 1.036 →
+    1.839 / 1.386 / 1.192 / 1.096 / 1.048 / 1.023; 7 × 8 at 64 / 256 MiB 1.445 / 1.110 →
+    1.418 / 1.125, 6 × 8 at 128 / 256 MiB / 1 GiB 1.213 / 1.106 / 1.037 → 1.254 / 1.127 /
+    1.032; 8 × 4 GPUs at 64 / 256 MiB 1.132 / 1.033 → 1.137 / 1.034, 8 × 2 at 256 MiB
+    1.010 → 1.023.
+
+    Examples:
+        >>> from resilientcc.topology import hierarchical
+        >>> from resilientcc.schedules._build import server_view
+        >>> [healthy_rings(server_view(hierarchical(n, g))) for n, g in ((7, 8), (8, 8), (8, 4))]
+        [False, True, False]
+    """
+    n = len(servers)
+    return (
+        HEALTHY_RING_MIN_SERVERS <= n <= PIPELINE_MAX_SERVERS
+        and all(sv.healthy for sv in servers)
+        and len(servers[0].ranks) >= HEALTHY_RINGS_MIN_GPUS
+    )
 
 
 def small_hier_ring(servers: Sequence[ServerInfo], size: Fraction) -> bool:
@@ -1031,7 +1064,7 @@ def _use_hier_ring(
     # pieces, 1 % for 3.1 million transfers; the ring 5.353), except where the
     # hierarchical ring crosses the network directly (healthy_network; 5.137)
     if not degraded and not other and blocker is None:
-        return healthy_network(servers, size) is not None
+        return healthy_network(servers, size) is not None or healthy_rings(servers)
     return bool(degraded) and not other and blocker is None
 
 
