@@ -171,8 +171,16 @@ def sim(
         if channels is not None and "channels" in opts:
             raise InputError("--channels and -O channels=: give one")
         if tune:
+            # simulated as the report simulates it, so the kept variant's run is reused
             tuned = tuned_schedule(
-                schedule, topo, m, opts, base_latency=base, zero_latency=zero_latency, engine=engine
+                schedule,
+                topo,
+                m,
+                opts,
+                base_latency=base,
+                zero_latency=zero_latency,
+                latency_mode=mode,
+                engine=engine,
             )
             sched = tuned.schedule
         else:
@@ -183,6 +191,7 @@ def sim(
         topo,
         algorithm,
         None,
+        result=None if tuned is None else tuned.result,
         base_latency=base,
         zero_latency=zero_latency,
         latency_mode=mode,

@@ -153,17 +153,19 @@ def sim_report(
     topo: Topology,
     algorithm: str,
     refs: dict[str, Any] | None = None,
+    result: SimResult | None = None,
     **sim_options: Any,
 ) -> tuple[dict[str, Any], SimResult]:
     """Simulate and put the result next to the bounds: ``(the dictionary rcc sim --json
     prints, the simulation's result)``.
 
     ``refs``: :func:`references` for this cluster and size, when already computed (the
-    same for every schedule of a comparison).
+    same for every schedule of a comparison). ``result``: the schedule's simulation with
+    ``sim_options``, when already run (``--tune`` ran it); else it is simulated here.
     """
     from resilientcc.sim import simulate
 
-    res = simulate(sched, topo, **sim_options)
+    res = result if result is not None else simulate(sched, topo, **sim_options)
     size = sched.size
     if refs is None:
         refs = references(topo, size, **sim_options)
@@ -331,9 +333,12 @@ def report_run(
     topo: Topology,
     algorithm: str,
     refs: dict[str, Any] | None,
+    result: SimResult | None = None,
     **sim_options: Any,
 ) -> tuple[dict[str, Any], SimResult]:
     """:func:`sim_report`, with progress on stderr for long simulations."""
+    if result is not None:
+        return sim_report(sched, topo, algorithm, refs, result=result, **sim_options)
     long_sim = len(sched.transfers) >= LONG_SIM_TRANSFERS
     if long_sim:
         typer.echo(

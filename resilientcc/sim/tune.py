@@ -34,6 +34,7 @@ from typing import Any
 from resilientcc.errors import InputError, ScheduleError
 from resilientcc.schedules.ir import Schedule
 from resilientcc.sim.flow import simulate
+from resilientcc.sim.result import SimResult
 from resilientcc.topology.model import Topology
 from resilientcc.units import format_time
 
@@ -84,14 +85,20 @@ class TuneResult:
         schedule: the fastest variant's schedule, checked exactly, its meta extended
             with ``tuned`` (the label) and ``tune_trials`` (every label and time).
         label: the fastest variant's label.
-        time_s: its simulated time, in seconds.
         trials: every variant tried, in order.
+        result: its simulation, for a caller that reports it without simulating it
+            again.
     """
 
     schedule: Schedule
     label: str
-    time_s: float
     trials: tuple[Trial, ...]
+    result: SimResult
+
+    @property
+    def time_s(self) -> float:
+        """The fastest variant's simulated time, in seconds."""
+        return self.result.time_s
 
     def trial(self, label: str) -> Trial:
         """The trial called ``label`` (KeyError if none)."""
@@ -143,7 +150,7 @@ def tune(
             (the variants are generated unchecked).
         progress: called with each :class:`Trial` once it is done.
         **sim_options: passed to :func:`~resilientcc.sim.flow.simulate`
-            (``base_latency``, ``zero_latency``, ``engine``).
+            (``base_latency``, ``zero_latency``, ``latency_mode``, ``engine``).
 
     Returns:
         A :class:`TuneResult`.
@@ -163,8 +170,8 @@ def tune(
     if len(set(labels)) != len(labels):
         raise InputError(f"tune: variant labels must differ, got {labels}")
     trials: list[Trial] = []
-    seen: list[tuple[Schedule, str]] = []
-    best: tuple[float, Schedule, str] | None = None
+    seen: list[tuple[Schedule, Trial]] = []  # each schedule simulated, with its trial
+    best: tuple[SimResult, Schedule, str] | None = None
     first_error: ScheduleError | None = None
     for label, options in tried:
         opts = tuple(sorted(options.items()))
@@ -175,25 +182,26 @@ def tune(
             trial = Trial(label, opts, None, note=str(exc))
         else:
             variant = sched.meta_get("variant") or ""
-            same = next((lab for s, lab in seen if s == sched), None)
+            same = next((t for s, t in seen if s == sched), None)
             if same is not None:
-                earlier = next(t for t in trials if t.label == same)
-                trial = Trial(label, opts, earlier.time_s, note=f"same as {same}", variant=variant)
+                trial = Trial(
+                    label, opts, same.time_s, note=f"same as {same.label}", variant=variant
+                )
             else:
-                t = simulate(sched, topology, **sim_options).time_s
-                seen.append((sched, label))
-                trial = Trial(label, opts, t, variant=variant)
-                if best is None or t < best[0]:
-                    best = (t, sched, label)
+                res = simulate(sched, topology, **sim_options)
+                trial = Trial(label, opts, res.time_s, variant=variant)
+                seen.append((sched, trial))
+                if best is None or res.time_s < best[0].time_s:
+                    best = (res, sched, label)
         trials.append(trial)
         if progress is not None:
             progress(trial)
     if best is None:
         assert first_error is not None
         raise ScheduleError(f"tune: no variant of {algorithm} runs here: {first_error}")
-    time_s, sched, label = best
+    result, sched, label = best
     if check:
         sched = check_exact(sched)
     summary = "; ".join(_describe(t) for t in trials)
     sched = replace(sched, meta=(*sched.meta, ("tuned", label), ("tune_trials", summary)))
-    return TuneResult(sched, label, time_s, tuple(trials))
+    return TuneResult(sched, label, tuple(trials), result)
