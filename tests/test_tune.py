@@ -115,6 +115,22 @@ def test_cli_synth_tune(tmp_path: Path) -> None:
     assert load_schedule(out).meta_get("tuned") == "ordered rings"
 
 
+def test_cli_synth_tune_msccl_fits_the_executor(tmp_path: Path) -> None:
+    """The kept variant at its default depth needs 896 steps a threadblock (the executor
+    runs 256): --tune writes it at the most pieces that fit, as the untuned path does."""
+    from resilientcc.schedules.msccl import from_msccl_xml
+
+    argv = ["synth", "optcc", "-n", "2", "--fail", "0:4", "-s", "1GiB", "-f", "msccl-xml"]
+    tuned, plain = tmp_path / "tuned.xml", tmp_path / "plain.xml"
+    res = runner.invoke(app, [*argv, "--tune", "-o", str(tuned)])
+    assert res.exit_code == 0, res.output
+    assert "-> rules" in res.stderr
+    assert "18 pieces, not the default 64: the most that fit" in res.stderr
+    assert runner.invoke(app, [*argv, "-o", str(plain)]).exit_code == 0
+    assert tuned.read_text() == plain.read_text()
+    check(from_msccl_xml(tuned.read_text()))
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

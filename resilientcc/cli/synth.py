@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from inspect import signature
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -106,22 +107,16 @@ def synth(
     if gen is None:
         sched = _check_schedule(load_schedule_for(source, topo))
     elif tune:
-        sched = tuned_schedule(algorithm, topo, m, opts).schedule
-    elif fmt == "msccl-xml" and "pieces" not in opts and "pieces" in signature(gen).parameters:
-        from resilientcc.schedules.msccl import fit_msccl
-
-        fit = fit_msccl(
-            lambda k: gen(topo, m, **opts, **({"pieces": k} if k else {})),
-            progress=lambda msg: typer.echo(f"MSCCL export: {msg}", err=True),
-        )
-        sched, xml = fit.schedule, fit.xml
-        _say_rounding(fit.rounding)
-        if fit.pieces is not None:
-            typer.echo(
-                f"{sched.name}: {fit.pieces} piece{'s' if fit.pieces > 1 else ''}, not the "
-                f"default {fit.default_pieces}: the most that fit the MSCCL executor",
-                err=True,
+        res = tuned_schedule(algorithm, topo, m, opts)
+        sched = res.schedule
+        if fmt == "msccl-xml" and "pieces" in signature(gen).parameters:
+            # the kept variant at the most pieces that fit, as for an untuned schedule
+            kept = dict(res.trial(res.label).options)
+            sched, xml = _fit_msccl(
+                lambda k: sched if k is None else gen(topo, m, **{**kept, "pieces": k})
             )
+    elif fmt == "msccl-xml" and "pieces" not in opts and "pieces" in signature(gen).parameters:
+        sched, xml = _fit_msccl(lambda k: gen(topo, m, **opts, **({"pieces": k} if k else {})))
     else:
         sched = gen(topo, m, **opts)
     if fmt == "msccl-xml" and xml is None:
@@ -152,6 +147,22 @@ def synth(
             die(f"schedule violates {getattr(rep, 'property', 'a property')}", EXIT_VIOLATED)
         if verdict != "proved":
             die("the verifier could not decide (unknown)", EXIT_UNKNOWN)
+
+
+def _fit_msccl(make: Callable[[int | None], Schedule]) -> tuple[Schedule, str]:
+    """The schedule ``make(None)``, or ``make(k)`` for the most pieces that fit the MSCCL
+    executor, and its XML (:func:`~resilientcc.schedules.msccl.fit_msccl`), said on stderr."""
+    from resilientcc.schedules.msccl import fit_msccl
+
+    fit = fit_msccl(make, progress=lambda msg: typer.echo(f"MSCCL export: {msg}", err=True))
+    _say_rounding(fit.rounding)
+    if fit.pieces is not None:
+        typer.echo(
+            f"{fit.schedule.name}: {fit.pieces} piece{'s' if fit.pieces > 1 else ''}, not the "
+            f"default {fit.default_pieces}: the most that fit the MSCCL executor",
+            err=True,
+        )
+    return fit.schedule, fit.xml
 
 
 def _say_rounding(rounding: ChunkRounding | None) -> None:
