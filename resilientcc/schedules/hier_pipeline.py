@@ -690,7 +690,7 @@ def hier_pipeline(
             if s in relayed:
                 _relay_gather(b, ranks, groups, reducer, release=t_ag, step=step)
             elif flat:
-                b.flat_all_gather(ranks, groups, 1, release=t_ag)
+                b.flat_all_gather(ranks, groups, rs_ch + 1, release=t_ag)
             else:
                 b.ring_all_gather(ranks, groups, rs_ch + 1, release=t_ag, step_release=step)
     server_of = {r: sv.index for sv in servers for r in sv.ranks}
@@ -843,7 +843,8 @@ def default_pipeline_flat_tail(servers: Sequence[ServerInfo], size: Fraction, pi
     nothing waits behind it, and where a piece's ``G − 1`` NVLink latencies weigh against
     the buffer. Around one degraded server on :data:`FLAT_TAIL_MIN_SERVERS` servers or
     more, up to 256 MiB (where the pipeline is deep by size, :func:`pipeline_depth`):
-    the pieces in the last :data:`FLAT_TAIL_BYTES`, at least one; else none. Measured
+    the pieces in the last :data:`FLAT_TAIL_BYTES`, at least one; the same with no
+    degraded server, at every size (below); else none. Measured
     with server 0 losing 1 / 2 of 8 NICs, ratio to the bound, none → default:
 
     =======  ==========================  ==========================
@@ -865,6 +866,17 @@ def default_pipeline_flat_tail(servers: Sequence[ServerInfo], size: Fraction, pi
     (256 MiB, 1 NIC lost on servers 0 and 1: 4 servers 1.164 → 1.207, 8 servers 1.205 →
     1.178).
 
+    With no degraded server the last 24 MiB are flat at every size and on any number of
+    servers (measured 2026-11-27; before, none). × the bound, none → the last 12 / 24 MiB
+    flat: 4 × 8 GPUs, 32 / 64 / 128 / 256 / 512 MiB / 1 GiB 1.789 / 1.382 / 1.175 / 1.072 /
+    1.027 / 1.020 → 1.698 / 1.322 / 1.145 / 1.056 / 1.021 / 1.017 and 1.637 / 1.304 /
+    1.136 / 1.052 / 1.019 / 1.015; 256 MiB, 2 / 3 / 5 / 6 / 7 servers 1.078 / 1.053 /
+    1.105 / 1.106 / 1.110 → 1.076 / 1.043 / 1.091 / 1.092 / 1.095 and 1.078 / 1.035 /
+    1.086 / 1.091 / 1.095; 1 GiB, 3 / 5 / 6 / 7 servers 1.027 / 1.040 / 1.037 / 1.039 →
+    1.026 / 1.035 / 1.036 / 1.036; servers of 4 or 2 GPUs (where the ring's 3 or 1 hops
+    leave little to save) unchanged or within 0.1 %. With NVLink lanes the flat copies use
+    their piece's lane's all-gather channel.
+
     >>> from resilientcc.topology import hierarchical, fail_nics
     >>> from resilientcc.schedules._build import server_view
     >>> four = server_view(fail_nics(hierarchical(4, 8), 0, 1))
@@ -872,8 +884,12 @@ def default_pipeline_flat_tail(servers: Sequence[ServerInfo], size: Fraction, pi
     (6, 0)
     >>> default_pipeline_flat_tail(four, Fraction(2**24), 4)  # every piece
     4
+    >>> default_pipeline_flat_tail(server_view(hierarchical(4, 8)), Fraction(2**30), 64)
+    2
     """
     degraded = sum(1 for sv in servers if not sv.healthy)
+    if degraded == 0:  # no degraded server: at every size, on any number of servers
+        return min(pieces, max(1, round(FLAT_TAIL_BYTES * pieces / size)))
     if (
         degraded != 1
         or len(servers) < FLAT_TAIL_MIN_SERVERS
