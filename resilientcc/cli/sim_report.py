@@ -179,6 +179,8 @@ def sim_report(
     out: dict[str, Any] = {
         "algorithm": algorithm,
         "schedule": sched.name,
+        "variant": sched.meta_get("variant"),
+        "variant_rule": sched.meta_get("variant_rule"),
         "topology": topo.name,
         "failures": list(topo.failures),
         "ranks": sched.ranks,
@@ -275,6 +277,9 @@ def print_report(rep: dict[str, Any]) -> None:
         table.add_row(k, v)
     console = Console()
     console.print(table)
+    if rep.get("variant"):
+        rule = f" — {rep['variant_rule']}" if rep.get("variant_rule") else ""
+        console.print(f"variant: {rep['variant']}{rule}", highlight=False, soft_wrap=True)
     if "bound_error" in rep:
         console.print(f"note: bounds unavailable: {rep['bound_error']}")
     if latency_overlaps(rep):

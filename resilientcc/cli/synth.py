@@ -136,6 +136,9 @@ def synth(
         f"{sched.name}: {sched.ranks} ranks, {len(sched.chunks)} chunks, "
         f"{len(sched.transfers)} transfers -> {output}"
     )
+    variant, rule = sched.meta_get("variant"), sched.meta_get("variant_rule")
+    if variant:
+        typer.echo(f"variant: {variant}" + (f" — {rule}" if rule else ""))
     if verify:
         from resilientcc.cli.verify import progress_for
         from resilientcc.verify import verify as run_verify  # type: ignore[attr-defined]

@@ -136,7 +136,7 @@ MiB pieces up to 1.003 ×).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -201,6 +201,7 @@ from resilientcc.schedules.ring_order import best_server_order, order_throughput
 from resilientcc.schedules.weighted_ring import weighted_ring as weighted_ring_schedule
 from resilientcc.schedules.weighted_ring import weighted_ring_applies
 from resilientcc.topology.model import Topology
+from resilientcc.units import format_size, to_size
 
 __all__ = [
     "ALIKE_RINGS_SLACK",
@@ -248,12 +249,16 @@ __all__ = [
     "UNLIKE_RINGS_MAX_EXCESS",
     "UNLIKE_RINGS_MIN_HEALTHY",
     "UNLIKE_RING_MAX_EXCESS",
+    "VARIANTS",
+    "VariantChoice",
     "alike_view",
     "balanced_shares",
+    "choose_variant",
     "decoupled_excess",
     "default_nvlink_rs",
     "healthy_network",
     "healthy_rings",
+    "hier_ring_rule",
     "lone_healthy_view",
     "optcc",
     "optcc_view",
@@ -971,17 +976,54 @@ def _use_hier_ring(
     other: bool,
     size: Fraction,
 ) -> bool:
-    """Whether ``optcc`` runs the hierarchical ring (its ``hier_ring`` option)."""
+    """Whether ``optcc`` runs the hierarchical ring (its ``hier_ring`` option); by default
+    where :func:`hier_ring_rule` gives a rule and no other variant was asked for."""
     if asked is not None and not isinstance(asked, bool):
         raise ScheduleError(f"optcc: hier_ring must be true or false, got {asked!r}")
-    if asked is None and not other and small_hier_ring(servers, size):
-        return True
+    if asked is None:
+        return not other and hier_ring_rule(servers, shares, size) is not None
+    if not asked:
+        return False
+    if other:
+        raise ScheduleError(
+            "optcc: hier_ring cannot be combined with pipeline, ring_fraction, direct"
+            " or weighted_ring"
+        )
+    blocker = hier_ring_blocker(servers)
+    if blocker is not None:
+        raise ScheduleError(f"optcc: hier_ring needs {blocker}")
+    return True
+
+
+def hier_ring_rule(
+    servers: Sequence[ServerInfo], shares: Mapping[int, Fraction], size: Fraction
+) -> str | None:
+    """The rule by which OptCC runs the hierarchical ring on ``servers`` for ``size``
+    bytes when no variant is asked for, in words; ``None`` where it does not.
+
+    Examples:
+        >>> from resilientcc.topology import hierarchical, fail_nics
+        >>> from resilientcc.schedules._build import server_view
+        >>> sv = server_view(fail_nics(hierarchical(8, 8), 0, 4))
+        >>> hier_ring_rule(sv, balanced_shares({s.index: s.bandwidth for s in sv}), Fraction(2**30))
+        'one degraded server that owns no shard (decoupled): its partials out, its results in'
+        >>> sv = server_view(fail_nics(hierarchical(4, 8), 0, 1))
+        >>> hier_ring_rule(sv, balanced_shares({s.index: s.bandwidth for s in sv}), Fraction(2**30)) is None
+        True
+    """
+    if small_hier_ring(servers, size):
+        if size <= SMALL_HIER_RING_MAX_BYTES:
+            return f"a small buffer (up to {format_size(SMALL_HIER_RING_MAX_BYTES)}): latency-bound"
+        return (
+            f"no degraded server on more than {PIPELINE_MAX_SERVERS} servers, up to "
+            f"{format_size(HEALTHY_HIER_RING_MAX_BYTES)}"
+        )
     # the default: above eight servers, or wherever the straggler owns nothing (1 GiB,
     # half the NICs lost, 4 / 8 servers: 5.497 / 5.569 ms against the pipelined 5.685 /
     # 5.815; with 2 lost on 8 servers, where it owns a share, 5.839 against 5.394, 5.401
     # with the ring's later spacing and depth; 1 lost: 5.403 against 5.189)
     degraded = _degraded(servers)
-    if asked is None and not degraded_alike(servers):
+    if not degraded_alike(servers):
         # degraded servers that differ (alike_view gave up): each decoupled, on the
         # rails' parts of unlike_sizes (crossed from three healthy servers on), or the
         # direct schedule. 1 GiB, × the bound, ring / direct (unlike_excess): 8 servers,
@@ -994,11 +1036,13 @@ def _use_hier_ring(
         # servers, three degraded: 4 + 2 lost beside half speed 1.242 / 1.358 (6.1 %), 2
         # lost + NIC 7 lost beside half speed 1.361 / 1.299 (10.1 %), 1 + 2 lost 1.308 /
         # 1.312 (10.1 %)
-        return (
-            not other
-            and hier_ring_blocker(servers) is None
-            and (unlike_excess(servers) <= UNLIKE_RING_MAX_EXCESS or unlike_rings(servers, size))
-        )
+        if hier_ring_blocker(servers) is not None:
+            return None
+        if unlike_excess(servers) <= UNLIKE_RING_MAX_EXCESS:
+            return "degraded servers that differ, each decoupled, at little cost to the bound"
+        if unlike_rings(servers, size):
+            return "degraded servers that differ, each decoupled (unlike_rings)"
+        return None
     owns_nothing = any(shares[sv.index] == 0 for sv in degraded)
     # from six servers on, a straggler that owns a share gets it as the hierarchical
     # ring's sliver (hier_ring.default_sliver). 1 GiB, 1 / 2 NICs lost: 6 servers 5.022
@@ -1026,46 +1070,51 @@ def _use_hier_ring(
     # (+8.3 %), 12 servers 1.179 (+6.8 %, 1 lost) and 1.148 (+4.5 %, 2 lost), 16 servers
     # 1.140 (+5 %) and 1.124 (+3.3 %); three of 8 servers with 4 lost, where no sliver
     # sizes balance the NICs, 1.142 / 1.182 (+2.1 %)
-    if len(degraded) > 1 and asked is None:
-        n = len(servers)
+    n = len(servers)
+    rule = None
+    if len(degraded) > 1:
         if owns_nothing:
-            ring = n >= SLIVER_MIN_SERVERS
+            if n >= SLIVER_MIN_SERVERS:
+                rule = f"several degraded servers alike that own nothing, from {SLIVER_MIN_SERVERS} servers"
         elif default_sliver(servers) > 0:
-            ring = n >= SEVERAL_SLIVER_MIN_SERVERS
-        else:
-            ring = n >= SEVERAL_RING_ANY_SERVERS or (
-                n >= SEVERAL_RING_MIN_SERVERS
-                and decoupled_excess(servers) <= SEVERAL_RING_MAX_EXCESS
-            )
+            if n >= SEVERAL_SLIVER_MIN_SERVERS:
+                rule = f"several degraded servers alike, each with its sliver, from {SEVERAL_SLIVER_MIN_SERVERS} servers"
+        elif n >= SEVERAL_RING_ANY_SERVERS or (
+            n >= SEVERAL_RING_MIN_SERVERS and decoupled_excess(servers) <= SEVERAL_RING_MAX_EXCESS
+        ):
+            rule = "several degraded servers alike, decoupled at little cost to the bound"
         if size <= SEVERAL_HIER_RING_MAX_BYTES and n >= SEVERAL_HIER_RING_MIN_SERVERS:
-            ring = True
-        if not ring:
-            return False
-    few = len(servers) < SLIVER_MIN_SERVERS or (
-        len(servers) <= ONE_DEAD_PIPELINE_MAX_SERVERS
+            rule = (
+                f"several degraded servers, up to {format_size(SEVERAL_HIER_RING_MAX_BYTES)} "
+                f"from {SEVERAL_HIER_RING_MIN_SERVERS} servers"
+            )
+        if rule is None:
+            return None
+    few = n < SLIVER_MIN_SERVERS or (
+        n <= ONE_DEAD_PIPELINE_MAX_SERVERS
         and len(degraded) == 1
         and degraded[0].nics == 8
         and len(degraded[0].alive) == 7
     )
-    if asked is False or (asked is None and few and not owns_nothing):
-        return False
-    blocker = hier_ring_blocker(servers)
-    if asked:
-        if other:
-            raise ScheduleError(
-                "optcc: hier_ring cannot be combined with pipeline, ring_fraction, direct"
-                " or weighted_ring"
-            )
-        if blocker is not None:
-            raise ScheduleError(f"optcc: hier_ring needs {blocker}")
-        return True
+    if (few and not owns_nothing) or hier_ring_blocker(servers) is not None:
+        return None
     # with no degraded server OptCC stays NCCL's ring above eight servers (16 x 8 GPUs,
     # 1 GiB: the hierarchical ring 5.327 ms, 5.300 with its rings both ways and 96
     # pieces, 1 % for 3.1 million transfers; the ring 5.353), except where the
     # hierarchical ring crosses the network directly (healthy_network; 5.137)
-    if not degraded and not other and blocker is None:
-        return healthy_network(servers, size) is not None or healthy_rings(servers)
-    return bool(degraded) and not other and blocker is None
+    if not degraded:
+        if healthy_network(servers, size) is not None:
+            return "no degraded server: the direct network pass (healthy_network)"
+        if healthy_rings(servers):
+            return f"no degraded server on {n} servers of 8 GPUs or more (healthy_rings)"
+        return None
+    if rule is not None:
+        return rule
+    if owns_nothing:
+        return (
+            "one degraded server that owns no shard (decoupled): its partials out, its results in"
+        )
+    return f"one degraded server owning a share, from {SLIVER_MIN_SERVERS} servers: its sliver"
 
 
 def _slowed(servers: Sequence[ServerInfo]) -> bool:
@@ -1488,6 +1537,151 @@ def _ring_split(
     return plan, k
 
 
+#: OptCC's variants, by the option that asks for each (:class:`VariantChoice`)
+VARIANTS = ("ordered_rings", "hier_ring", "pipeline", "weighted_ring", "ring", "direct")
+
+
+@dataclass(frozen=True)
+class VariantChoice:
+    """Which of OptCC's variants runs, and the rule that chose it.
+
+    Attributes:
+        variant: one of :data:`VARIANTS`, named by the ``optcc`` option that asks for it
+            (``"ring"``: NCCL's ring, where no server is degraded and no layered
+            schedule runs; ``"direct"``: the direct schedule, with ``ring_fraction`` its
+            split form).
+        rule: why, in words (``"asked for"`` where an option named it).
+        relief: the weighted ring's degraded server and its bandwidth fraction.
+    """
+
+    variant: str
+    rule: str
+    relief: tuple[int, Fraction] | None = None
+
+
+def choose_variant(topology: Topology, size: object, **options: Any) -> VariantChoice:
+    """The variant :func:`optcc` runs for ``topology`` and ``size`` with ``options``
+    (its variant options: ``hier_ring``, ``pipeline``, ``weighted_ring``,
+    ``ordered_rings``, ``ring_fraction``, ``direct``; others are ignored), and the rule
+    that chose it, without generating the schedule.
+
+    Examples:
+        >>> from resilientcc.topology import apply_fail_specs, hierarchical
+        >>> choose_variant(apply_fail_specs(hierarchical(4, 8), ["0:1"]), 2**30)
+        VariantChoice(variant='pipeline', rule='one degraded server on up to 8 servers', relief=None)
+        >>> choose_variant(hierarchical(24, 8), 2**30).variant
+        'ring'
+        >>> choose_variant(hierarchical(4, 8), 2**30, direct=True).rule
+        'asked for'
+    """
+    m = generator_args("optcc", to_size(size), {})
+    servers = optcc_view(topology, m)
+    shares = balanced_shares({sv.index: sv.bandwidth for sv in servers})
+    asked = {k: options.get(k) for k in ("hier_ring", "pipeline", "weighted_ring", "ordered_rings")}
+    return _choice(
+        topology,
+        servers,
+        shares,
+        m,
+        ring_fraction=options.get("ring_fraction"),
+        direct=bool(options.get("direct", False)),
+        **asked,
+    )
+
+
+def _choice(
+    topology: Topology,
+    servers: Sequence[ServerInfo],
+    shares: Mapping[int, Fraction],
+    size: Fraction,
+    *,
+    hier_ring: bool | None,
+    pipeline: bool | None,
+    weighted_ring: bool | None,
+    ordered_rings: bool | None,
+    ring_fraction: Fraction | None,
+    direct: bool,
+) -> VariantChoice:
+    """:func:`choose_variant` on ``optcc``'s view of the servers and their shares: the
+    rules in the order they apply, each variant's own checks raising where an option
+    asks for what cannot run or cannot be combined."""
+    others = ring_fraction is not None or direct
+    if ordered_rings is not None and not isinstance(ordered_rings, bool):
+        raise ScheduleError(f"optcc: ordered_rings must be true or false, got {ordered_rings!r}")
+    if ordered_rings:
+        if others or weighted_ring or pipeline or hier_ring:
+            raise ScheduleError(
+                "optcc: ordered_rings cannot be combined with pipeline, hier_ring,"
+                " weighted_ring, ring_fraction or direct"
+            )
+        return VariantChoice("ordered_rings", "asked for")
+    # OptCC's own choice may give way to the ordered rings unless a variant was named
+    free = ordered_rings is None and not (
+        others or weighted_ring is not None or pipeline is not None or hier_ring is not None
+    )
+    unlike_rule = "several degraded servers that differ: Balance's rings in the best order"
+    rings = _use_hier_ring(
+        servers, shares, hier_ring, others or bool(weighted_ring) or bool(pipeline), size
+    )
+    if rings or _use_pipeline(servers, pipeline, others or bool(weighted_ring) or bool(hier_ring)):
+        if free and ordered_rings_wins(topology, servers, size, layered=True):
+            return VariantChoice(
+                "ordered_rings", f"{unlike_rule}, estimated faster than the layered schedule"
+            )
+        if rings:
+            rule = "asked for" if hier_ring else hier_ring_rule(servers, shares, size)
+            return VariantChoice("hier_ring", rule or "the hierarchical ring")
+        return VariantChoice("pipeline", "asked for" if pipeline else _pipeline_rule(servers))
+    relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
+    if relief is not None:
+        rule = (
+            "asked for"
+            if weighted_ring
+            else (
+                f"one degraded server above {PIPELINE_MAX_SERVERS} servers, with more than 3/4 of "
+                "a healthy server's bandwidth"
+            )
+        )
+        return VariantChoice("weighted_ring", rule, relief)
+    if all(sv.healthy for sv in servers) and not direct:
+        # no straggler and no pipelined schedule (above eight servers, or asked): the direct
+        # schedule measures 1.12 x the ring (4 x 8 GPUs, 1 GiB), so OptCC is NCCL's ring
+        return VariantChoice("ring", "no degraded server, no layered schedule: NCCL's ring")
+    if free and ordered_rings_wins(topology, servers, size, layered=False):
+        return VariantChoice(
+            "ordered_rings", f"{unlike_rule}, estimated faster than the direct schedule"
+        )
+    if free and several_hier_ring(servers, size):
+        return VariantChoice(
+            "hier_ring",
+            f"several degraded servers, up to {format_size(SEVERAL_HIER_RING_MAX_BYTES)}, "
+            "where the direct schedule would run",
+        )
+    if others:
+        return VariantChoice("direct", "asked for")
+    blocker = pipeline_blocker(servers) or hier_ring_blocker(servers)
+    why = f"the layered schedules need {blocker}" if blocker else "no other rule applies"
+    return VariantChoice("direct", why)
+
+
+def _with_rule(schedule: Schedule, choice: VariantChoice) -> Schedule:
+    """``schedule`` with the rule that chose its variant in its meta (``variant_rule``)."""
+    return replace(schedule, meta=(*schedule.meta, ("variant_rule", choice.rule)))
+
+
+def _pipeline_rule(servers: Sequence[ServerInfo]) -> str:
+    """Why OptCC runs the pipelined schedule by default (:func:`_use_pipeline`)."""
+    degraded = _degraded(servers)
+    n = len(servers)
+    if not degraded:
+        return f"no degraded server on up to {PIPELINE_MAX_SERVERS} servers"
+    if len(degraded) == 1:
+        return f"one degraded server on up to {PIPELINE_MAX_SERVERS} servers"
+    if n > PIPELINE_MAX_SERVERS:
+        return "several degraded servers alike, where the rings do not run"
+    return f"several degraded servers alike on up to {PIPELINE_MAX_SERVERS} servers"
+
+
 def _check_int(name: str, value: object, least: int) -> None:
     """An integer option (``None`` = its default) of at least ``least`` (0 or 1); booleans
     are not integers here."""
@@ -1781,26 +1975,23 @@ def optcc(
             raise ScheduleError(f"optcc: sliver must be a number, got {sliver!r}") from None
         if not 0 <= sliver < 1:
             raise ScheduleError(f"optcc: the straggler's sliver must be in [0, 1), got {sliver}")
-    others = ring_fraction is not None or direct
-    if ordered_rings is not None and not isinstance(ordered_rings, bool):
-        raise ScheduleError(f"optcc: ordered_rings must be true or false, got {ordered_rings!r}")
-    if ordered_rings:
-        if others or weighted_ring or pipeline or hier_ring:
-            raise ScheduleError(
-                "optcc: ordered_rings cannot be combined with pipeline, hier_ring,"
-                " weighted_ring, ring_fraction or direct"
-            )
-        return _ordered_rings(topology, size, check)
-    # OptCC's own choice may give way to the ordered rings unless a variant was named
-    free = ordered_rings is None and not (
-        others or weighted_ring is not None or pipeline is not None or hier_ring is not None
+    choice = _choice(
+        topology,
+        servers,
+        shares,
+        size,
+        hier_ring=hier_ring,
+        pipeline=pipeline,
+        weighted_ring=weighted_ring,
+        ordered_rings=ordered_rings,
+        ring_fraction=ring_fraction,
+        direct=direct,
     )
-    rings = _use_hier_ring(
-        servers, shares, hier_ring, others or bool(weighted_ring) or bool(pipeline), size
-    )
-
-    def layered(rings: bool) -> Schedule:
-        return _layered(
+    rule = ("variant_rule", choice.rule)
+    if choice.variant == "ordered_rings":
+        return _with_rule(_ordered_rings(topology, size, check), choice)
+    if choice.variant in ("hier_ring", "pipeline"):
+        layered = _layered(
             topology,
             servers,
             shares,
@@ -1808,7 +1999,7 @@ def optcc(
             pieces,
             check,
             net_window,
-            rings=rings,
+            rings=choice.variant == "hier_ring",
             pipeline_timing=pipeline_timing,
             sliver=sliver,
             relay=relay,
@@ -1826,32 +2017,22 @@ def optcc(
             sliver_gate=sliver_gate,
             direct_first=direct_first,
         )
-
-    if rings or _use_pipeline(servers, pipeline, others or bool(weighted_ring) or bool(hier_ring)):
-        if free and ordered_rings_wins(topology, servers, size, layered=True):
-            return _ordered_rings(topology, size, check)
-        return layered(rings)
-    relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
-    if relief is not None:
-        base = weighted_ring_schedule(topology, size, relief[0], relief[1], check=check)
+        return _with_rule(layered, choice)
+    if choice.variant == "weighted_ring":
+        assert choice.relief is not None
+        base = weighted_ring_schedule(topology, size, *choice.relief, check=check)
         return replace(
             base,
             name="optcc",
-            meta=(("generator", "optcc"), *base.meta, ("variant", "weighted ring")),
+            meta=(("generator", "optcc"), *base.meta, ("variant", "weighted ring"), rule),
         )
-    if all(sv.healthy for sv in servers) and not direct:
-        # no straggler and no pipelined schedule (above eight servers, or asked): the direct
-        # schedule measures 1.12 x the ring (4 x 8 GPUs, 1 GiB), so OptCC is NCCL's ring
+    if choice.variant == "ring":
         base = ring(topology, size, check=check)
         return replace(
             base,
             name="optcc",
-            meta=(("generator", "optcc"), ("variant", "ring (no degraded server)")),
+            meta=(("generator", "optcc"), ("variant", "ring (no degraded server)"), rule),
         )
-    if free and ordered_rings_wins(topology, servers, size, layered=False):
-        return _ordered_rings(topology, size, check)
-    if free and several_hier_ring(servers, size):
-        return layered(True)
     if window is None:
         window = 2
     nics = max(sv.nics for sv in servers)
@@ -1901,5 +2082,6 @@ def optcc(
         ("rail_weights", ",".join(f"{c}:{plan.lam[c]}" for c in sorted(plan.lam))),
         ("ring_fraction", str(f)),
         ("variant", "rings + decoupled direct" if f > 0 else "direct"),
+        rule,
     )
     return b.build(size, topology=topology.shape_fingerprint, meta=meta, check=check)

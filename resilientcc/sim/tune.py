@@ -182,7 +182,9 @@ def tune(
             trial = Trial(label, opts, None, note=str(exc))
         else:
             variant = sched.meta_get("variant") or ""
-            same = next((t for s, t in seen if s == sched), None)
+            # the same transfers (the meta say why a variant ran, and differ)
+            work = replace(sched, meta=())
+            same = next((t for s, t in seen if s == work), None)
             if same is not None:
                 trial = Trial(
                     label, opts, same.time_s, note=f"same as {same.label}", variant=variant
@@ -190,7 +192,7 @@ def tune(
             else:
                 res = simulate(sched, topology, **sim_options)
                 trial = Trial(label, opts, res.time_s, variant=variant)
-                seen.append((sched, trial))
+                seen.append((work, trial))
                 if best is None or res.time_s < best[0].time_s:
                     best = (res, sched, label)
         trials.append(trial)
