@@ -180,6 +180,8 @@ OWN_LAG_RELAY_MIN_SERVERS = 5
 #: flat NVLink all-gather (:func:`default_pipeline_flat_tail`)
 FLAT_TAIL_BYTES = 24 * 2**20
 FLAT_TAIL_MIN_SERVERS = 4
+#: the same around several degraded servers (alike) from this many servers on
+FLAT_TAIL_SEVERAL_MIN_SERVERS = 3
 
 
 @dataclass(frozen=True)
@@ -843,8 +845,10 @@ def default_pipeline_flat_tail(servers: Sequence[ServerInfo], size: Fraction, pi
     nothing waits behind it, and where a piece's ``G − 1`` NVLink latencies weigh against
     the buffer. Around one degraded server on :data:`FLAT_TAIL_MIN_SERVERS` servers or
     more, up to 256 MiB (where the pipeline is deep by size, :func:`pipeline_depth`):
-    the pieces in the last :data:`FLAT_TAIL_BYTES`, at least one; the same with no
-    degraded server, at every size (below); else none. Measured
+    the pieces in the last :data:`FLAT_TAIL_BYTES`, at least one; the same around several
+    degraded servers (seen alike) from :data:`FLAT_TAIL_SEVERAL_MIN_SERVERS` servers
+    where each keeps half its NICs or more, and with no degraded server at every size
+    (both below); else none. Measured
     with server 0 losing 1 / 2 of 8 NICs, ratio to the bound, none → default:
 
     =======  ==========================  ==========================
@@ -877,6 +881,18 @@ def default_pipeline_flat_tail(servers: Sequence[ServerInfo], size: Fraction, pi
     leave little to save) unchanged or within 0.1 %. With NVLink lanes the flat copies use
     their piece's lane's all-gather channel.
 
+    Around several degraded servers (measured 2026-11-27, where it had measured slower
+    before the relay and the results held back: 1 NIC lost on servers 0 and 1, 4
+    servers, 256 MiB, 1.164 → 1.207): fitted on two degraded servers with 1 / 2 / 4 NICs
+    lost or every NIC at half speed, 3–6 servers, 64–256 MiB, 36 of 38 faster (up to
+    6.1 %), one equal, one 0.08 % slower; at 512 MiB and 1 GiB mixed (4 servers 0.3–0.8 %
+    slower), so not there. Held out (48 / 96 / 192 MiB, three degraded servers, 3 of 8
+    lost, NICs at 3/4, NIC 1 lost on two, 6 of 8 lost): 40 of 49 faster (median −2.3 %),
+    the 9 slower all with 6 of 8 NICs lost (+0.1 to +0.8 %: two holders each copying to
+    seven GPUs), hence half the NICs; degraded servers that lost different NICs, seen
+    alike: 5 of 8 faster (up to 5.8 %), 3 slower on 4 servers at 128 / 256 MiB (+0.1 to
+    +0.6 %).
+
     >>> from resilientcc.topology import hierarchical, fail_nics
     >>> from resilientcc.schedules._build import server_view
     >>> four = server_view(fail_nics(hierarchical(4, 8), 0, 1))
@@ -890,12 +906,11 @@ def default_pipeline_flat_tail(servers: Sequence[ServerInfo], size: Fraction, pi
     degraded = sum(1 for sv in servers if not sv.healthy)
     if degraded == 0:  # no degraded server: at every size, on any number of servers
         return min(pieces, max(1, round(FLAT_TAIL_BYTES * pieces / size)))
-    if (
-        degraded != 1
-        or len(servers) < FLAT_TAIL_MIN_SERVERS
-        or default_pipeline_pieces(size) > DEEP_MAX_BASE_PIECES
-    ):
+    least = FLAT_TAIL_MIN_SERVERS if degraded == 1 else FLAT_TAIL_SEVERAL_MIN_SERVERS
+    if len(servers) < least or default_pipeline_pieces(size) > DEEP_MAX_BASE_PIECES:
         return 0
+    if degraded > 1 and any(2 * len(sv.alive) < sv.nics for sv in servers if not sv.healthy):
+        return 0  # several degraded servers with few holders each: they keep their rings
     return min(pieces, max(1, round(FLAT_TAIL_BYTES * pieces / size)))
 
 
