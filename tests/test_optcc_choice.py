@@ -104,6 +104,8 @@ def test_cli_shows_the_variant_and_its_rule(tmp_path: Path) -> None:
     assert f"variant: hierarchical ring — {want.rule}\n" in res.stdout
     res = runner.invoke(app, ["synth", "optcc", *args, "-o", str(tmp_path / "s.json")])
     assert res.exit_code == 0 and f"variant: hierarchical ring — {want.rule}" in res.stdout
+    res = runner.invoke(app, ["sim", "ring,optcc", *args])  # the comparison says it too
+    assert res.exit_code == 0 and f"optcc variant: hierarchical ring — {want.rule}\n" in res.stdout
     # a baseline has no variant: the keys are there, empty
     d = json.loads(runner.invoke(app, ["sim", "ring", *args, "--json"]).stdout)
     assert d["variant"] is None and d["variant_rule"] is None

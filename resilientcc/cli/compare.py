@@ -161,5 +161,10 @@ def _print_comparison(cmp: dict[str, Any]) -> None:
         lines.append(overlap_note(f"time − latency of {', '.join(overlapping)}"))
     for line in lines:
         console.print(line, highlight=False)
+    for r in cmp["results"]:
+        if r.get("variant"):
+            rule = f" — {r['variant_rule']}" if r.get("variant_rule") else ""
+            line = f"{r['algorithm']} variant: {r['variant']}{rule}"
+            console.print(line, highlight=False, soft_wrap=True)
     if "bound_error" in cmp:
         console.print(f"note: bounds unavailable: {cmp['bound_error']}")
