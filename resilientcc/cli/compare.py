@@ -25,6 +25,7 @@ from resilientcc.cli.sim_report import (
     show_pct,
     show_ratio,
     show_time,
+    variant_line,
 )
 from resilientcc.errors import InputError
 from resilientcc.topology.model import Topology
@@ -163,8 +164,7 @@ def _print_comparison(cmp: dict[str, Any]) -> None:
         console.print(line, highlight=False)
     for r in cmp["results"]:
         if r.get("variant"):
-            rule = f" — {r['variant_rule']}" if r.get("variant_rule") else ""
-            line = f"{r['algorithm']} variant: {r['variant']}{rule}"
+            line = f"{r['algorithm']} {variant_line(r['variant'], r.get('variant_rule'))}"
             console.print(line, highlight=False, soft_wrap=True)
     if "bound_error" in cmp:
         console.print(f"note: bounds unavailable: {cmp['bound_error']}")

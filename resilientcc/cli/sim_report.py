@@ -40,6 +40,7 @@ __all__ = [
     "show_ratio",
     "show_time",
     "sim_report",
+    "variant_line",
 ]
 
 #: from this many transfers ``rcc sim`` says on stderr that the simulation takes a while
@@ -278,12 +279,23 @@ def print_report(rep: dict[str, Any]) -> None:
     console = Console()
     console.print(table)
     if rep.get("variant"):
-        rule = f" — {rep['variant_rule']}" if rep.get("variant_rule") else ""
-        console.print(f"variant: {rep['variant']}{rule}", highlight=False, soft_wrap=True)
+        console.print(
+            variant_line(rep["variant"], rep.get("variant_rule")), highlight=False, soft_wrap=True
+        )
     if "bound_error" in rep:
         console.print(f"note: bounds unavailable: {rep['bound_error']}")
     if latency_overlaps(rep):
         console.print(overlap_note("the bandwidth part"), highlight=False)
+
+
+def variant_line(variant: str, rule: str | None) -> str:
+    """The line naming a schedule's variant and the rule that chose it (``rcc synth``,
+    ``rcc sim``).
+
+    >>> variant_line("direct", "asked for")
+    'variant: direct — asked for'
+    """
+    return f"variant: {variant}" + (f" — {rule}" if rule else "")
 
 
 def overlap_note(subject: str) -> str:

@@ -28,6 +28,7 @@ from resilientcc.cli.common import (
     load_schedule_for,
     parse_size_option,
 )
+from resilientcc.cli.sim_report import variant_line
 from resilientcc.cli.tuning import TuneOpt, tuned_schedule
 from resilientcc.errors import InputError
 from resilientcc.schedules.ir import Schedule
@@ -113,7 +114,7 @@ def synth(
             # the kept variant at the most pieces that fit, as for an untuned schedule
             kept = dict(res.trial(res.label).options)
             sched, xml = _fit_msccl(
-                lambda k: sched if k is None else gen(topo, m, **{**kept, "pieces": k})
+                lambda k: res.schedule if k is None else gen(topo, m, **{**kept, "pieces": k})
             )
     elif fmt == "msccl-xml" and "pieces" not in opts and "pieces" in signature(gen).parameters:
         sched, xml = _fit_msccl(lambda k: gen(topo, m, **opts, **({"pieces": k} if k else {})))
@@ -136,9 +137,9 @@ def synth(
         f"{sched.name}: {sched.ranks} ranks, {len(sched.chunks)} chunks, "
         f"{len(sched.transfers)} transfers -> {output}"
     )
-    variant, rule = sched.meta_get("variant"), sched.meta_get("variant_rule")
+    variant = sched.meta_get("variant")
     if variant:
-        typer.echo(f"variant: {variant}" + (f" — {rule}" if rule else ""))
+        typer.echo(variant_line(variant, sched.meta_get("variant_rule")))
     if verify:
         from resilientcc.cli.verify import progress_for
         from resilientcc.verify import verify as run_verify  # type: ignore[attr-defined]

@@ -53,9 +53,9 @@ def tuned_schedule(
         raise InputError("--tune: the variants are the generator's options; drop -O or --tune")
     from resilientcc.sim.tune import default_variants, tune
 
-    default_variants(algorithm)  # an algorithm with one variant fails before any work
+    variants = default_variants(algorithm)  # one variant only: an error before any work
     typer.echo(f"tuning {algorithm}: simulating each variant", err=True)
-    res = tune(topo, size, algorithm, progress=_say, **sim_options)
+    res = tune(topo, size, algorithm, variants, progress=_say, **sim_options)
     typer.echo(f"  -> {res.label} ({format_time(res.time_s)})", err=True)
     return res
 

@@ -903,14 +903,13 @@ def default_pipeline_flat_tail(servers: Sequence[ServerInfo], size: Fraction, pi
     >>> default_pipeline_flat_tail(server_view(hierarchical(4, 8)), Fraction(2**30), 64)
     2
     """
-    degraded = sum(1 for sv in servers if not sv.healthy)
-    if degraded == 0:  # no degraded server: at every size, on any number of servers
-        return min(pieces, max(1, round(FLAT_TAIL_BYTES * pieces / size)))
-    least = FLAT_TAIL_MIN_SERVERS if degraded == 1 else FLAT_TAIL_SEVERAL_MIN_SERVERS
-    if len(servers) < least or default_pipeline_pieces(size) > DEEP_MAX_BASE_PIECES:
-        return 0
-    if degraded > 1 and any(2 * len(sv.alive) < sv.nics for sv in servers if not sv.healthy):
-        return 0  # several degraded servers with few holders each: they keep their rings
+    degraded = [sv for sv in servers if not sv.healthy]
+    if degraded:  # (with none: at every size, on any number of servers)
+        least = FLAT_TAIL_MIN_SERVERS if len(degraded) == 1 else FLAT_TAIL_SEVERAL_MIN_SERVERS
+        if len(servers) < least or default_pipeline_pieces(size) > DEEP_MAX_BASE_PIECES:
+            return 0
+        if len(degraded) > 1 and any(2 * len(sv.alive) < sv.nics for sv in degraded):
+            return 0  # several degraded servers with few holders each: they keep their rings
     return min(pieces, max(1, round(FLAT_TAIL_BYTES * pieces / size)))
 
 

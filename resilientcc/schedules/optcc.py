@@ -513,7 +513,7 @@ def healthy_network(servers: Sequence[ServerInfo], size: Fraction) -> str | None
     :data:`HEALTHY_HIER_RING_MAX_BYTES` (from 9 servers where they have fewer than
     :data:`HEALTHY_RINGS_MIN_GPUS` GPUs), and at every size up to
     :data:`HEALTHY_DIRECT_MAX_SERVERS` servers (OptCC then runs the hierarchical ring
-    there instead of NCCL's ring, :func:`_use_hier_ring`); else ``None``.
+    there instead of NCCL's ring, :func:`hier_ring_rule`); else ``None``.
 
     Without a straggler every server's NICs bind alike, and the rings' chains of network
     hops are all the pipeline's head and tail. Measured, µs, no failure, 8 GPUs per
@@ -645,7 +645,7 @@ def small_only(servers: Sequence[ServerInfo], size: Fraction) -> bool:
     if not small_hier_ring(servers, size):
         return False
     shares = balanced_shares({sv.index: sv.bandwidth for sv in servers})
-    return not _use_hier_ring(servers, shares, None, False, Fraction(2**40))
+    return hier_ring_rule(servers, shares, Fraction(2**40)) is None
 
 
 def ring_options(size: Fraction, servers: int) -> dict[str, Any]:
@@ -969,19 +969,11 @@ def _use_pipeline(servers: Sequence[ServerInfo], asked: object, other: bool) -> 
     return not (other or blocker is not None or big)
 
 
-def _use_hier_ring(
-    servers: Sequence[ServerInfo],
-    shares: Mapping[int, Fraction],
-    asked: object,
-    other: bool,
-    size: Fraction,
-) -> bool:
-    """Whether ``optcc`` runs the hierarchical ring (its ``hier_ring`` option); by default
-    where :func:`hier_ring_rule` gives a rule and no other variant was asked for."""
-    if asked is not None and not isinstance(asked, bool):
+def _asked_hier_ring(servers: Sequence[ServerInfo], asked: object, other: bool) -> bool:
+    """Whether ``optcc`` runs the hierarchical ring where its ``hier_ring`` option is
+    given (``True`` or ``False``; by default :func:`hier_ring_rule` decides)."""
+    if not isinstance(asked, bool):
         raise ScheduleError(f"optcc: hier_ring must be true or false, got {asked!r}")
-    if asked is None:
-        return not other and hier_ring_rule(servers, shares, size) is not None
     if not asked:
         return False
     if other:
@@ -1083,7 +1075,7 @@ def hier_ring_rule(
             n >= SEVERAL_RING_MIN_SERVERS and decoupled_excess(servers) <= SEVERAL_RING_MAX_EXCESS
         ):
             rule = "several degraded servers alike, decoupled at little cost to the bound"
-        if size <= SEVERAL_HIER_RING_MAX_BYTES and n >= SEVERAL_HIER_RING_MIN_SERVERS:
+        if n >= SEVERAL_HIER_RING_MIN_SERVERS and several_hier_ring(servers, size):
             rule = (
                 f"several degraded servers, up to {format_size(SEVERAL_HIER_RING_MAX_BYTES)} "
                 f"from {SEVERAL_HIER_RING_MIN_SERVERS} servers"
@@ -1620,17 +1612,19 @@ def _choice(
         others or weighted_ring is not None or pipeline is not None or hier_ring is not None
     )
     unlike_rule = "several degraded servers that differ: Balance's rings in the best order"
-    rings = _use_hier_ring(
-        servers, shares, hier_ring, others or bool(weighted_ring) or bool(pipeline), size
-    )
+    not_ring = others or bool(weighted_ring) or bool(pipeline)
+    if hier_ring is None:  # the rules decide, unless another variant was asked for
+        ring_rule = None if not_ring else hier_ring_rule(servers, shares, size)
+    else:
+        ring_rule = "asked for" if _asked_hier_ring(servers, hier_ring, not_ring) else None
+    rings = ring_rule is not None
     if rings or _use_pipeline(servers, pipeline, others or bool(weighted_ring) or bool(hier_ring)):
         if free and ordered_rings_wins(topology, servers, size, layered=True):
             return VariantChoice(
                 "ordered_rings", f"{unlike_rule}, estimated faster than the layered schedule"
             )
-        if rings:
-            rule = "asked for" if hier_ring else hier_ring_rule(servers, shares, size)
-            return VariantChoice("hier_ring", rule or "the hierarchical ring")
+        if ring_rule is not None:
+            return VariantChoice("hier_ring", ring_rule)
         return VariantChoice("pipeline", "asked for" if pipeline else _pipeline_rule(servers))
     relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
     if relief is not None:
