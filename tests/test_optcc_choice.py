@@ -12,7 +12,14 @@ from typer.testing import CliRunner
 
 from resilientcc.cli.app import app
 from resilientcc.errors import ScheduleError
-from resilientcc.schedules.optcc import VARIANTS, choose_variant, optcc
+from resilientcc.schedules.optcc import (
+    VARIANT_LABELS,
+    VARIANT_OPTIONS,
+    VARIANTS,
+    choose_variant,
+    optcc,
+)
+from resilientcc.sim.tune import OPTCC_VARIANTS
 from resilientcc.topology import apply_fail_specs, hierarchical
 
 #: the ``variant`` meta each choice's schedule carries
@@ -80,6 +87,31 @@ def test_a_variant_asked_for_says_so(options: dict[str, object], variant: str) -
     choice = choose_variant(topo, size, **options)
     assert (choice.variant, choice.rule) == (variant, "asked for")
     assert optcc(topo, size, check=False, **options).meta_get("variant_rule") == "asked for"
+
+
+#: a cluster and size where each variant that can be asked for runs when asked
+ASKABLE = {
+    "ordered_rings": (6, "0:nic0+1:nic3+2:nic7+3:x7/8", 256),
+    "hier_ring": (8, "0:4", 64),
+    "pipeline": (4, "0:1", 256),
+    "weighted_ring": (16, "0:1", 1024),
+    "direct": (5, "0:nic6+1:nic3,nic4+2:nic2x1/2+3:nic5x3/4", 64),
+}
+
+
+def test_one_table_names_the_variants_for_choice_and_tuning() -> None:
+    """The options that ask for a variant (the table ``tune`` tries after the rules)
+    make ``choose_variant`` choose that variant."""
+    assert set(VARIANT_LABELS) == set(VARIANTS)
+    assert set(VARIANT_OPTIONS) == set(VARIANTS) - {"ring"} == set(ASKABLE)
+    for variant, options in VARIANT_OPTIONS.items():
+        n, fail, mib = ASKABLE[variant]
+        got = choose_variant(_topo(n, fail), Fraction(mib * 2**20), **options)
+        assert got.variant == variant, (variant, got)
+        # refusing every other variant is not asking: the direct schedule keeps its rule
+        assert (got.rule == "asked for") == (variant != "direct")
+    labels = [label for label, _ in OPTCC_VARIANTS]
+    assert labels[0] == "rules" and len(set(labels)) == len(labels)  # tune refuses repeats
 
 
 def test_choices_that_cannot_run_raise_as_optcc_does() -> None:

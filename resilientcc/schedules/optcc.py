@@ -138,6 +138,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any
 
 from resilientcc._gc import gc_paused
@@ -250,6 +251,8 @@ __all__ = [
     "UNLIKE_RINGS_MIN_HEALTHY",
     "UNLIKE_RING_MAX_EXCESS",
     "VARIANTS",
+    "VARIANT_LABELS",
+    "VARIANT_OPTIONS",
     "VariantChoice",
     "alike_view",
     "balanced_shares",
@@ -1531,6 +1534,35 @@ def _ring_split(
 
 #: OptCC's variants, by the option that asks for each (:class:`VariantChoice`)
 VARIANTS = ("ordered_rings", "hier_ring", "pipeline", "weighted_ring", "ring", "direct")
+
+#: each variant in words, as :func:`~resilientcc.sim.tune.tune` and ``rcc`` name it
+VARIANT_LABELS: Mapping[str, str] = MappingProxyType(
+    {
+        "ordered_rings": "ordered rings",
+        "hier_ring": "hierarchical ring",
+        "pipeline": "pipelined",
+        "weighted_ring": "weighted ring",
+        "ring": "NCCL's ring",
+        "direct": "direct",
+    }
+)
+
+#: the ``optcc`` options that ask for each variant that can be asked for: NCCL's ring
+#: runs only where the rules choose it, and the direct schedule is reached by refusing
+#: every other variant (its split form, ``ring_fraction``, then as the rules set it; on
+#: a cluster with no degraded server that leaves NCCL's ring, where ``direct=True``
+#: would force the direct schedule)
+VARIANT_OPTIONS: Mapping[str, Mapping[str, object]] = MappingProxyType(
+    {
+        "ordered_rings": MappingProxyType({"ordered_rings": True}),
+        "hier_ring": MappingProxyType({"hier_ring": True}),
+        "pipeline": MappingProxyType({"pipeline": True}),
+        "weighted_ring": MappingProxyType({"weighted_ring": True}),
+        "direct": MappingProxyType(
+            {"ordered_rings": False, "hier_ring": False, "pipeline": False, "weighted_ring": False}
+        ),
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from typing import Any
 
 from resilientcc.errors import InputError, ScheduleError
 from resilientcc.schedules.ir import Schedule
+from resilientcc.schedules.optcc import VARIANT_LABELS, VARIANT_OPTIONS
 from resilientcc.sim.flow import simulate
 from resilientcc.sim.result import SimResult
 from resilientcc.topology.model import Topology
@@ -41,19 +42,14 @@ from resilientcc.units import format_time
 __all__ = ["OPTCC_VARIANTS", "Trial", "TuneResult", "default_variants", "tune"]
 
 #: OptCC's variants that :func:`tune` tries, in order: its own rules first (kept on a
-#: tie), then each variant asked for by name. A variant that cannot run on the cluster
-#: (the pipelined schedule where the degraded servers differ, the hierarchical ring
-#: without two healthy servers, ...) is skipped with the reason.
+#: tie), then each variant that can be asked for, by its label and options
+#: (:data:`~resilientcc.schedules.optcc.VARIANT_LABELS`,
+#: :data:`~resilientcc.schedules.optcc.VARIANT_OPTIONS`). A variant that cannot run on
+#: the cluster (the pipelined schedule where the degraded servers differ, the
+#: hierarchical ring without two healthy servers, ...) is skipped with the reason.
 OPTCC_VARIANTS: tuple[tuple[str, Mapping[str, object]], ...] = (
     ("rules", {}),
-    ("ordered rings", {"ordered_rings": True}),
-    ("hierarchical ring", {"hier_ring": True}),
-    ("pipelined", {"pipeline": True}),
-    ("weighted ring", {"weighted_ring": True}),
-    (
-        "direct",
-        {"ordered_rings": False, "hier_ring": False, "pipeline": False, "weighted_ring": False},
-    ),
+    *((VARIANT_LABELS[v], dict(opts)) for v, opts in VARIANT_OPTIONS.items()),
 )
 
 
