@@ -11,9 +11,8 @@ from hypothesis import strategies as st
 from resilientcc.bounds import lower_bound
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules import executor
-from resilientcc.schedules._build import server_view
 from resilientcc.schedules.balance import balance
-from resilientcc.schedules.optcc import _use_weighted_ring, optcc
+from resilientcc.schedules.optcc import choose_variant, optcc
 from resilientcc.schedules.weighted_ring import (
     relief_positions,
     segment_sizes,
@@ -100,14 +99,16 @@ def test_too_slow_a_straggler_is_refused() -> None:
 
 
 def test_optcc_chooses_the_weighted_ring_above_eight_servers() -> None:
-    def choice(servers: int, lost: int) -> tuple[int, Fraction] | None:
+    def choice(servers: int, lost: int) -> tuple[str, tuple[int, Fraction] | None]:
+        # the hierarchical ring refused: it runs there by default
         topo = fail_nics(hierarchical(servers, 8), 0, lost)
-        return _use_weighted_ring(topo, server_view(topo), None, False)
+        c = choose_variant(topo, M, hier_ring=False)
+        return c.variant, c.relief
 
-    assert choice(16, 1) == (0, Fraction(7, 8))
-    assert choice(9, 1) == (0, Fraction(7, 8))
-    assert choice(16, 2) is None  # β = 3/4: the rings plus tail
-    assert choice(8, 1) is None  # the pipelined schedule
+    assert choice(16, 1) == ("weighted_ring", (0, Fraction(7, 8)))
+    assert choice(9, 1) == ("weighted_ring", (0, Fraction(7, 8)))
+    assert choice(16, 2) == ("direct", None)  # β = 3/4: the rings plus tail
+    assert choice(8, 1) == ("pipeline", None)
 
 
 def test_optcc_weighted_ring_option() -> None:

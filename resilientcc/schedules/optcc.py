@@ -946,50 +946,6 @@ def _degraded(servers: Sequence[ServerInfo]) -> list[ServerInfo]:
     return [sv for sv in servers if not sv.healthy]
 
 
-def _use_pipeline(servers: Sequence[ServerInfo], asked: object, other: bool) -> bool:
-    """Whether ``optcc`` runs the pipelined hierarchical schedule (its ``pipeline`` option)."""
-    if asked is not None and not isinstance(asked, bool):
-        raise ScheduleError(f"optcc: pipeline must be true or false, got {asked!r}")
-    if asked is False:
-        return False
-    blocker = pipeline_blocker(servers)
-    if asked:
-        if other:
-            raise ScheduleError(
-                "optcc: pipeline cannot be combined with ring_fraction, direct or weighted_ring"
-            )
-        if blocker is not None:
-            raise ScheduleError(f"optcc: pipeline needs {blocker}")
-        return True
-    # where the straggler owns nothing (decoupled regime) the direct schedule was the
-    # default below six servers until the credit window (1 GiB, 4 of 8 NICs lost, 3 / 4 / 5
-    # servers: pipelined 5.643 / 5.685 / 5.694 ms against 6.334 / 5.887 / 6.112)
-    # above eight servers only where several degraded servers rule out the hierarchical
-    # and weighted rings and leave the direct schedule (16 x 8 GPUs, 1 NIC lost on each of
-    # two servers, 256 MiB: 1.361 x the bound against 2.211; Balance 1.466)
-    several = len(_degraded(servers)) > 1
-    big = len(servers) > PIPELINE_MAX_SERVERS and not several
-    return not (other or blocker is not None or big)
-
-
-def _asked_hier_ring(servers: Sequence[ServerInfo], asked: object, other: bool) -> bool:
-    """Whether ``optcc`` runs the hierarchical ring where its ``hier_ring`` option is
-    given (``True`` or ``False``; by default :func:`hier_ring_rule` decides)."""
-    if not isinstance(asked, bool):
-        raise ScheduleError(f"optcc: hier_ring must be true or false, got {asked!r}")
-    if not asked:
-        return False
-    if other:
-        raise ScheduleError(
-            "optcc: hier_ring cannot be combined with pipeline, ring_fraction, direct"
-            " or weighted_ring"
-        )
-    blocker = hier_ring_blocker(servers)
-    if blocker is not None:
-        raise ScheduleError(f"optcc: hier_ring needs {blocker}")
-    return True
-
-
 def hier_ring_rule(
     servers: Sequence[ServerInfo], shares: Mapping[int, Fraction], size: Fraction
 ) -> str | None:
@@ -1185,35 +1141,6 @@ def ordered_rings_wins(
     if bytes_est > ORDERED_RINGS_MAX_BYTES_ESTIMATE:
         return False
     return size < ORDERED_RINGS_WIDE_MIN_BYTES or est <= ORDERED_RINGS_WIDE_ESTIMATE
-
-
-def _use_weighted_ring(
-    topology: Topology, servers: Sequence[ServerInfo], asked: object, other: bool
-) -> tuple[int, Fraction] | None:
-    """The straggler and its bandwidth fraction if ``optcc`` runs the weighted ring."""
-    if asked is not None and not isinstance(asked, bool):
-        raise ScheduleError(f"optcc: weighted_ring must be true or false, got {asked!r}")
-    if asked is False or (asked is None and len(servers) <= PIPELINE_MAX_SERVERS):
-        return None
-    degraded = _degraded(servers)
-    full = max(sv.bandwidth for sv in servers)
-    ok = len(degraded) == 1 and full > 0
-    beta = degraded[0].bandwidth / full if ok else Fraction(0)
-    if ok:
-        ok = weighted_ring_applies(topology, beta)
-    if asked:
-        if other:
-            raise ScheduleError(
-                "optcc: weighted_ring cannot be combined with pipeline, ring_fraction or direct"
-            )
-        if not ok:
-            raise ScheduleError(
-                "optcc: weighted_ring needs three servers or more, one of them degraded,"
-                " with more than 3/4 of a healthy server's bandwidth"
-            )
-    if other or not ok:
-        return None
-    return degraded[0].index, beta
 
 
 def _ordered_rings(topology: Topology, size: Fraction, check: bool) -> Schedule:
@@ -1613,6 +1540,17 @@ def choose_variant(topology: Topology, size: object, **options: Any) -> VariantC
     )
 
 
+#: the rule of a variant an option names
+_ASKED = "asked for"
+
+#: the rule that turns to the ordered rings (where several degraded servers differ)
+_UNLIKE_RULE = "several degraded servers that differ: Balance's rings in the best order"
+
+#: NCCL's ring where no server is degraded and no layered schedule runs: the direct
+#: schedule measures 1.12 x the ring there (4 x 8 GPUs, 1 GiB)
+_HEALTHY_RING_RULE = "no degraded server, no layered schedule: NCCL's ring"
+
+
 def _choice(
     topology: Topology,
     servers: Sequence[ServerInfo],
@@ -1627,55 +1565,125 @@ def _choice(
     direct: bool,
 ) -> VariantChoice:
     """:func:`choose_variant` on ``optcc``'s view of the servers and their shares: the
-    rules in the order they apply, each variant's own checks raising where an option
-    asks for what cannot run or cannot be combined."""
+    variant an option asks for (:func:`_asked_choice`), else OptCC's rules among the
+    variants not refused (:func:`_default_choice`)."""
+    flags = {
+        "ordered_rings": ordered_rings,
+        "hier_ring": hier_ring,
+        "pipeline": pipeline,
+        "weighted_ring": weighted_ring,
+    }
+    for name, value in flags.items():
+        if value is not None and not isinstance(value, bool):
+            raise ScheduleError(f"optcc: {name} must be true or false, got {value!r}")
     others = ring_fraction is not None or direct
-    if ordered_rings is not None and not isinstance(ordered_rings, bool):
-        raise ScheduleError(f"optcc: ordered_rings must be true or false, got {ordered_rings!r}")
+    if others or any(flags.values()):
+        return _asked_choice(
+            topology,
+            servers,
+            ordered_rings=bool(ordered_rings),
+            hier_ring=bool(hier_ring),
+            pipeline=bool(pipeline),
+            weighted_ring=bool(weighted_ring),
+            others=others,
+            direct=direct,
+        )
+    refused = frozenset(name for name, value in flags.items() if value is False)
+    return _default_choice(topology, servers, shares, size, refused)
+
+
+def _asked_choice(
+    topology: Topology,
+    servers: Sequence[ServerInfo],
+    *,
+    ordered_rings: bool,
+    hier_ring: bool,
+    pipeline: bool,
+    weighted_ring: bool,
+    others: bool,
+    direct: bool,
+) -> VariantChoice:
+    """The variant an option names, raising where it cannot run or is combined with
+    another; ``others`` (``ring_fraction`` or ``direct`` given) with none named asks for
+    the direct schedule (NCCL's ring where no server is degraded, unless ``direct``)."""
     if ordered_rings:
         if others or weighted_ring or pipeline or hier_ring:
             raise ScheduleError(
                 "optcc: ordered_rings cannot be combined with pipeline, hier_ring,"
                 " weighted_ring, ring_fraction or direct"
             )
-        return VariantChoice("ordered_rings", "asked for")
-    # OptCC's own choice may give way to the ordered rings unless a variant was named
-    free = ordered_rings is None and not (
-        others or weighted_ring is not None or pipeline is not None or hier_ring is not None
-    )
-    unlike_rule = "several degraded servers that differ: Balance's rings in the best order"
-    not_ring = others or bool(weighted_ring) or bool(pipeline)
-    if hier_ring is None:  # the rules decide, unless another variant was asked for
-        ring_rule = None if not_ring else hier_ring_rule(servers, shares, size)
-    else:
-        ring_rule = "asked for" if _asked_hier_ring(servers, hier_ring, not_ring) else None
-    rings = ring_rule is not None
-    if rings or _use_pipeline(servers, pipeline, others or bool(weighted_ring) or bool(hier_ring)):
+        return VariantChoice("ordered_rings", _ASKED)
+    if hier_ring:
+        if others or weighted_ring or pipeline:
+            raise ScheduleError(
+                "optcc: hier_ring cannot be combined with pipeline, ring_fraction, direct"
+                " or weighted_ring"
+            )
+        blocker = hier_ring_blocker(servers)
+        if blocker is not None:
+            raise ScheduleError(f"optcc: hier_ring needs {blocker}")
+        return VariantChoice("hier_ring", _ASKED)
+    if pipeline:
+        if others or weighted_ring:
+            raise ScheduleError(
+                "optcc: pipeline cannot be combined with ring_fraction, direct or weighted_ring"
+            )
+        blocker = pipeline_blocker(servers)
+        if blocker is not None:
+            raise ScheduleError(f"optcc: pipeline needs {blocker}")
+        return VariantChoice("pipeline", _ASKED)
+    if weighted_ring:
+        if others:
+            raise ScheduleError(
+                "optcc: weighted_ring cannot be combined with pipeline, ring_fraction or direct"
+            )
+        relief = _weighted_ring_relief(topology, servers)
+        if relief is None:
+            raise ScheduleError(
+                "optcc: weighted_ring needs three servers or more, one of them degraded,"
+                " with more than 3/4 of a healthy server's bandwidth"
+            )
+        return VariantChoice("weighted_ring", _ASKED, relief)
+    if all(sv.healthy for sv in servers) and not direct:
+        return VariantChoice("ring", _HEALTHY_RING_RULE)
+    return VariantChoice("direct", _ASKED)
+
+
+def _default_choice(
+    topology: Topology,
+    servers: Sequence[ServerInfo],
+    shares: Mapping[int, Fraction],
+    size: Fraction,
+    refused: frozenset[str],
+) -> VariantChoice:
+    """OptCC's rules, in the order they apply, among the variants not ``refused`` (the
+    ``optcc`` options given as ``False``). The turns to the ordered rings and the
+    hierarchical ring around several degraded servers apply only where none is."""
+    free = not refused
+    ring_rule = None if "hier_ring" in refused else hier_ring_rule(servers, shares, size)
+    pipe_rule = None if "pipeline" in refused else _pipeline_rule(servers)
+    if ring_rule is not None or pipe_rule is not None:
         if free and ordered_rings_wins(topology, servers, size, layered=True):
             return VariantChoice(
-                "ordered_rings", f"{unlike_rule}, estimated faster than the layered schedule"
+                "ordered_rings", f"{_UNLIKE_RULE}, estimated faster than the layered schedule"
             )
         if ring_rule is not None:
             return VariantChoice("hier_ring", ring_rule)
-        return VariantChoice("pipeline", "asked for" if pipeline else _pipeline_rule(servers))
-    relief = _use_weighted_ring(topology, servers, weighted_ring, others or bool(pipeline))
-    if relief is not None:
-        rule = (
-            "asked for"
-            if weighted_ring
-            else (
-                f"one degraded server above {PIPELINE_MAX_SERVERS} servers, with more than 3/4 of "
-                "a healthy server's bandwidth"
+        assert pipe_rule is not None
+        return VariantChoice("pipeline", pipe_rule)
+    if "weighted_ring" not in refused and len(servers) > PIPELINE_MAX_SERVERS:
+        relief = _weighted_ring_relief(topology, servers)
+        if relief is not None:
+            rule = (
+                f"one degraded server above {PIPELINE_MAX_SERVERS} servers, with more than"
+                " 3/4 of a healthy server's bandwidth"
             )
-        )
-        return VariantChoice("weighted_ring", rule, relief)
-    if all(sv.healthy for sv in servers) and not direct:
-        # no straggler and no pipelined schedule (above eight servers, or asked): the direct
-        # schedule measures 1.12 x the ring (4 x 8 GPUs, 1 GiB), so OptCC is NCCL's ring
-        return VariantChoice("ring", "no degraded server, no layered schedule: NCCL's ring")
+            return VariantChoice("weighted_ring", rule, relief)
+    if all(sv.healthy for sv in servers):
+        return VariantChoice("ring", _HEALTHY_RING_RULE)
     if free and ordered_rings_wins(topology, servers, size, layered=False):
         return VariantChoice(
-            "ordered_rings", f"{unlike_rule}, estimated faster than the direct schedule"
+            "ordered_rings", f"{_UNLIKE_RULE}, estimated faster than the direct schedule"
         )
     if free and several_hier_ring(servers, size):
         return VariantChoice(
@@ -1683,29 +1691,58 @@ def _choice(
             f"several degraded servers, up to {format_size(SEVERAL_HIER_RING_MAX_BYTES)}, "
             "where the direct schedule would run",
         )
-    if others:
-        return VariantChoice("direct", "asked for")
     blocker = pipeline_blocker(servers) or hier_ring_blocker(servers)
     why = f"the layered schedules need {blocker}" if blocker else "no other rule applies"
     return VariantChoice("direct", why)
 
 
-def _with_rule(schedule: Schedule, choice: VariantChoice) -> Schedule:
-    """``schedule`` with the rule that chose its variant in its meta (``variant_rule``)."""
-    return replace(schedule, meta=(*schedule.meta, ("variant_rule", choice.rule)))
-
-
-def _pipeline_rule(servers: Sequence[ServerInfo]) -> str:
-    """Why OptCC runs the pipelined schedule by default (:func:`_use_pipeline`)."""
+def _pipeline_rule(servers: Sequence[ServerInfo]) -> str | None:
+    """Why OptCC runs the pipelined schedule by default, in words; ``None`` where it does
+    not: where :func:`pipeline_blocker` blocks it, and above
+    :data:`PIPELINE_MAX_SERVERS` servers unless several degraded servers rule out the
+    hierarchical and weighted rings and leave the direct schedule (16 × 8 GPUs, 1 NIC
+    lost on each of two servers, 256 MiB: 1.361 × the bound against 2.211; Balance
+    1.466). Where the straggler owns nothing (decoupled regime) the direct schedule was
+    the default below six servers until the credit window (1 GiB, 4 of 8 NICs lost, 3 /
+    4 / 5 servers: pipelined 5.643 / 5.685 / 5.694 ms against 6.334 / 5.887 / 6.112)."""
+    if pipeline_blocker(servers) is not None:
+        return None
     degraded = _degraded(servers)
     n = len(servers)
     if not degraded:
-        return f"no degraded server on up to {PIPELINE_MAX_SERVERS} servers"
+        return (
+            None
+            if n > PIPELINE_MAX_SERVERS
+            else f"no degraded server on up to {PIPELINE_MAX_SERVERS} servers"
+        )
     if len(degraded) == 1:
-        return f"one degraded server on up to {PIPELINE_MAX_SERVERS} servers"
+        return (
+            None
+            if n > PIPELINE_MAX_SERVERS
+            else f"one degraded server on up to {PIPELINE_MAX_SERVERS} servers"
+        )
     if n > PIPELINE_MAX_SERVERS:
         return "several degraded servers alike, where the rings do not run"
     return f"several degraded servers alike on up to {PIPELINE_MAX_SERVERS} servers"
+
+
+def _weighted_ring_relief(
+    topology: Topology, servers: Sequence[ServerInfo]
+) -> tuple[int, Fraction] | None:
+    """The straggler and its bandwidth fraction where the weighted ring can run (one
+    degraded server, :func:`~resilientcc.schedules.weighted_ring.weighted_ring_applies`),
+    else ``None``."""
+    degraded = _degraded(servers)
+    full = max(sv.bandwidth for sv in servers)
+    if len(degraded) != 1 or full <= 0:
+        return None
+    beta = degraded[0].bandwidth / full
+    return (degraded[0].index, beta) if weighted_ring_applies(topology, beta) else None
+
+
+def _with_rule(schedule: Schedule, choice: VariantChoice) -> Schedule:
+    """``schedule`` with the rule that chose its variant in its meta (``variant_rule``)."""
+    return replace(schedule, meta=(*schedule.meta, ("variant_rule", choice.rule)))
 
 
 def _check_int(name: str, value: object, least: int) -> None:
