@@ -186,6 +186,11 @@ def test_byte_floor_separates_placement_from_dynamics() -> None:
         assert d["byte_floor_ratio_to_bound"] > 1.05
     table = _run("balance", *SMALL, "--fail", "0:2")
     assert table.exit_code == 0 and "byte floor" in table.stdout
+    # the rest of the time: before, inside and after the floor link's busy window
+    parts = [d[f"byte_floor_{k}_s"] for k in ("head", "idle", "tail")]
+    assert min(parts) >= -1e-12
+    assert d["byte_floor_s"] + sum(parts) == pytest.approx(d["time_s"], rel=1e-12)
+    assert "after its link's last byte" in table.stdout
 
 
 def test_long_simulations_say_so_on_stderr(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -120,6 +120,42 @@ def test_dependency_chain_pays_latency_per_hop() -> None:
     assert res.critical_path == (0, 1, 2, 3)
 
 
+def test_floor_window_known_answer() -> None:
+    """a -> b, b -> a, a -> b in a chain (1000 B each at 1000 B/s, 0.1 s per hop, base
+    0.5 s): the link a -> b carries 2 s of bytes in its window [0, 3.2] and the run ends
+    0.6 s after it (the last hop's latency and the base)."""
+    topo = line_topology([1000], latency=Fraction(1, 10))
+    ts = [
+        Transfer(0, 0, 1, 0, "copy"),
+        Transfer(1, 1, 0, 1, "copy", deps=(0,)),
+        Transfer(2, 0, 1, 1, "copy", deps=(1,)),
+    ]
+    res = simulate(sched(ts, 2, 2000, 2), topo, base_latency=0.5)
+    assert res.time_s == pytest.approx(3.8)
+    w = res.floor_window()
+    assert w.link == "a->b"
+    assert (w.floor_s, w.head_s, w.idle_s, w.tail_s) == pytest.approx((2.0, 0.0, 1.2, 0.6))
+    # the other direction: one transfer in [1.1, 2.1]
+    i = res.link_names.index("b->a")
+    assert (res.link_first_s[i], res.link_last_s[i]) == pytest.approx((1.1, 2.1))
+
+
+@pytest.mark.parametrize("fail", [0, 2])
+def test_floor_window_adds_up_and_a_zero_latency_ring_has_no_gap(fail: int) -> None:
+    topo = fail_nics(hierarchical(2, 8), 0, fail) if fail else hierarchical(2, 8)
+    s = ring(topo, Fraction(2**24))
+    for zero in (False, True):
+        res = simulate(s, topo, zero_latency=zero)
+        w = res.floor_window()
+        assert min(w.head_s, w.idle_s, w.tail_s) >= -1e-12
+        assert w.head_s + w.floor_s + w.idle_s + w.tail_s == pytest.approx(res.time_s, rel=1e-12)
+        if zero:  # the ring keeps its busiest link busy from start to end
+            assert w.head_s + w.idle_s + w.tail_s <= 1e-9 * res.time_s
+        # a link has a window exactly where it carries bytes
+        assert np.array_equal(np.isnan(res.link_first_s), res.link_bytes == 0)
+        assert np.array_equal(np.isnan(res.link_last_s), res.link_bytes == 0)
+
+
 def test_base_latency_added_once() -> None:
     topo = line_topology([1000])
     s = sched([Transfer(0, 0, 1, 0, "copy")], 2, 1000, 1)

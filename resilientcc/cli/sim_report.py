@@ -174,6 +174,7 @@ def sim_report(
     ff_ring_sim, ff_lb = refs["fault_free_ring_sim_s"], refs["fault_free_lower_bound_s"]
     bound_error = refs.get("bound_error")
     floor_s, floor_link = res.byte_floor()
+    window = res.floor_window()
     over_ring = _ratio(res.time_s, ff_ring)
     over_ring_sim = _ratio(res.time_s, ff_ring_sim)
     over_lb = _ratio(res.time_s, ff_lb)
@@ -199,6 +200,9 @@ def sim_report(
         "byte_floor_s": floor_s,
         "byte_floor_link": floor_link,
         "byte_floor_ratio_to_bound": _ratio(floor_s, lb),
+        "byte_floor_head_s": window.head_s,
+        "byte_floor_idle_s": window.idle_s,
+        "byte_floor_tail_s": window.tail_s,
         "fault_free_ring_s": ff_ring,
         "overhead_vs_fault_free_ring": None if over_ring is None else over_ring - 1,
         "fault_free_ring_sim_s": ff_ring_sim,
@@ -259,6 +263,9 @@ def print_report(rep: dict[str, Any]) -> None:
         ("time / lower bound with latency", ratio(rep["ratio_to_latency_bound"])),
         ("byte floor (busiest link's bytes / capacity)", t(rep["byte_floor_s"])),
         ("  byte floor / lower bound", ratio(rep["byte_floor_ratio_to_bound"])),
+        ("  + before its link's first byte", t(rep["byte_floor_head_s"])),
+        ("  + idle in its link's busy window", t(rep["byte_floor_idle_s"])),
+        ("  + after its link's last byte", t(rep["byte_floor_tail_s"])),
         ("fault-free ring (2(p-1)/p · M/B)", t(rep["fault_free_ring_s"])),
         ("overhead vs fault-free ring", pct(rep["overhead_vs_fault_free_ring"])),
     ]

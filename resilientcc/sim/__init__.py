@@ -7,7 +7,7 @@ after its last byte leaves. It returns a :class:`SimResult` (time, latency part,
 per-link bytes and utilisation, per-transfer timeline). :func:`plot` draws it.
 :func:`write_trace` writes its timeline as CSV or a Chrome trace.
 :func:`byte_floor` (and :func:`link_loads`) give a schedule's busiest-link time without
-running it.
+running it; :meth:`SimResult.floor_window` splits a run's time around that link.
 See ``docs/simulator.md``.
 """
 
@@ -20,13 +20,14 @@ from resilientcc.sim.flow import (
     simulate,
 )
 from resilientcc.sim.plot import plot, plot_gantt
-from resilientcc.sim.result import SimResult
+from resilientcc.sim.result import FloorWindow, SimResult
 from resilientcc.sim.routing import Router
 from resilientcc.sim.trace import write_trace
 
 __all__ = [
     "DEFAULT_BASE_LATENCY",
     "LATENCY_MODES",
+    "FloorWindow",
     "Router",
     "SimResult",
     "byte_floor",

@@ -609,6 +609,26 @@ def _link_bytes(prep: _Prepared, n_links: int) -> np.ndarray:
     ).astype(float)
 
 
+def _link_window(
+    prep: _Prepared, start: np.ndarray, txend: np.ndarray, n_links: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """When each link's first transfer started and its last one finished transmitting
+    (NaN for a link no transfer crosses): per route first, then over the routes' links."""
+    n_routes = len(prep.rlen)
+    first_r = np.full(n_routes, np.inf)
+    last_r = np.full(n_routes, -np.inf)
+    if prep.n:
+        np.minimum.at(first_r, prep.route, start)
+        np.maximum.at(last_r, prep.route, txend)
+    first = np.full(n_links, np.inf)
+    last = np.full(n_links, -np.inf)
+    np.minimum.at(first, prep.rlinks, np.repeat(first_r, prep.rlen))
+    np.maximum.at(last, prep.rlinks, np.repeat(last_r, prep.rlen))
+    first[~np.isfinite(first)] = np.nan
+    last[~np.isfinite(last)] = np.nan
+    return first, last
+
+
 def link_loads(schedule: Schedule, topology: Topology) -> np.ndarray:
     """Bytes every link of ``topology`` carries when ``schedule`` runs, without simulating.
 
@@ -713,6 +733,7 @@ def simulate(
         latency_s = path_lat + base if prep.n else 0.0
     n_links = len(topology.links)
     link_bytes = _link_bytes(prep, n_links)
+    link_first, link_last = _link_window(prep, run.start, run.txend, n_links)
     span = makespan if makespan > 0 else 1.0
     util = link_bytes / (prep.capacity * span) if n_links else np.zeros(0)
     arrays = {
@@ -727,6 +748,8 @@ def simulate(
         "link_capacity": prep.capacity,
         "link_bytes": link_bytes,
         "link_utilisation": util,
+        "link_first_s": link_first,
+        "link_last_s": link_last,
     }
     for a in arrays.values():
         a.flags.writeable = False

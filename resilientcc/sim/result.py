@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SimResult", "busiest_link_time"]
+__all__ = ["FloorWindow", "SimResult", "busiest_link_time"]
 
 
 def busiest_link_time(
@@ -20,6 +20,31 @@ def busiest_link_time(
     times = np.divide(loads, capacity, out=np.zeros_like(loads), where=capacity > 0)
     i = int(np.argmax(times))
     return float(times[i]), names[i]
+
+
+@dataclass(frozen=True)
+class FloorWindow:
+    """How the run spends its time around the byte floor's link (:meth:`SimResult.floor_window`).
+
+    ``head_s + floor_s + idle_s + tail_s`` is the run's time: before the link's first
+    byte, its bytes at full capacity, the rest of its busy window (from its first byte to
+    its last: other work, or latency, it waited for), and after its last byte (latencies
+    of what came after it, and the base latency). Against the lower bound, ``floor_s``
+    says what the schedule's bytes cost and the other three what its dynamics cost.
+
+    Attributes:
+        link: the link (``"src->dst"``; ``""`` where no transfer ran).
+        floor_s: its bytes over its capacity (:meth:`SimResult.byte_floor`).
+        head_s: time before its first transfer started.
+        idle_s: its busy window less ``floor_s``.
+        tail_s: time after its last transfer finished transmitting.
+    """
+
+    link: str
+    floor_s: float
+    head_s: float
+    idle_s: float
+    tail_s: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,6 +81,8 @@ class SimResult:
         link_bytes: bytes every link carried.
         link_utilisation: ``link_bytes / (capacity · (time_s − base_latency_s))``:
             the average utilisation over the run.
+        link_first_s, link_last_s: when the first transfer crossing each link started
+            and the last one finished transmitting (NaN where none crosses it).
         critical_path: transfer ids on the critical path, first to last.
     """
 
@@ -81,6 +108,8 @@ class SimResult:
     link_bytes: np.ndarray
     link_utilisation: np.ndarray
     critical_path: tuple[int, ...]
+    link_first_s: np.ndarray
+    link_last_s: np.ndarray
 
     def rank_timeline(self, rank: int) -> list[tuple[int, str, int, float, float]]:
         """Transfers a rank sends or receives: ``(id, "send"|"recv", peer, start_s, end_s)``.
@@ -110,6 +139,27 @@ class SimResult:
         the same as :func:`resilientcc.sim.flow.byte_floor`, from this run's link bytes.
         """
         return busiest_link_time(self.link_bytes, self.link_capacity, self.link_names)
+
+    def floor_window(self) -> FloorWindow:
+        """Where the run's time goes around its byte floor's link: :class:`FloorWindow`.
+
+        Examples:
+            >>> from fractions import Fraction
+            >>> from resilientcc.topology import hierarchical
+            >>> from resilientcc.schedules.ring import ring
+            >>> from resilientcc.sim import simulate
+            >>> t = hierarchical(2, 8)
+            >>> r = simulate(ring(t, Fraction(2**30)), t)
+            >>> w = r.floor_window()
+            >>> w.link, w.head_s, round((w.floor_s + w.idle_s + w.tail_s) / r.time_s, 12)
+            ('s0.nic0->rail0', 0.0, 1.0)
+        """
+        secs, link = self.byte_floor()
+        if not link:
+            return FloorWindow("", 0.0, 0.0, 0.0, self.time_s)
+        i = self.link_names.index(link)
+        first, last = float(self.link_first_s[i]), float(self.link_last_s[i])
+        return FloorWindow(link, secs, first, last - first - secs, self.time_s - last)
 
     def busiest_links(self, k: int = 5) -> list[tuple[str, float, float]]:
         """The ``k`` links with the highest utilisation: ``(name, bytes, utilisation)``."""
