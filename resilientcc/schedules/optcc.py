@@ -1614,24 +1614,19 @@ def _asked_choice(
             )
         return VariantChoice("ordered_rings", _ASKED)
     if hier_ring:
-        if others or weighted_ring or pipeline:
-            raise ScheduleError(
-                "optcc: hier_ring cannot be combined with pipeline, ring_fraction, direct"
-                " or weighted_ring"
-            )
-        blocker = hier_ring_blocker(servers)
-        if blocker is not None:
-            raise ScheduleError(f"optcc: hier_ring needs {blocker}")
-        return VariantChoice("hier_ring", _ASKED)
+        return _asked_layered(
+            "hier_ring",
+            others or weighted_ring or pipeline,
+            "pipeline, ring_fraction, direct or weighted_ring",
+            hier_ring_blocker(servers),
+        )
     if pipeline:
-        if others or weighted_ring:
-            raise ScheduleError(
-                "optcc: pipeline cannot be combined with ring_fraction, direct or weighted_ring"
-            )
-        blocker = pipeline_blocker(servers)
-        if blocker is not None:
-            raise ScheduleError(f"optcc: pipeline needs {blocker}")
-        return VariantChoice("pipeline", _ASKED)
+        return _asked_layered(
+            "pipeline",
+            others or weighted_ring,
+            "ring_fraction, direct or weighted_ring",
+            pipeline_blocker(servers),
+        )
     if weighted_ring:
         if others:
             raise ScheduleError(
@@ -1647,6 +1642,16 @@ def _asked_choice(
     if all(sv.healthy for sv in servers) and not direct:
         return VariantChoice("ring", _HEALTHY_RING_RULE)
     return VariantChoice("direct", _ASKED)
+
+
+def _asked_layered(name: str, combined: bool, others: str, blocker: str | None) -> VariantChoice:
+    """A layered variant asked for by its option ``name``: refused where it is
+    ``combined`` with one of ``others`` or where ``blocker`` says what it needs."""
+    if combined:
+        raise ScheduleError(f"optcc: {name} cannot be combined with {others}")
+    if blocker is not None:
+        raise ScheduleError(f"optcc: {name} needs {blocker}")
+    return VariantChoice(name, _ASKED)
 
 
 def _default_choice(
