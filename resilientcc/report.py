@@ -59,6 +59,9 @@ class Row:
     #: the latency-aware bound (:func:`resilientcc.bounds.latency_lower_bound`, NCCL's
     #: base latency), when computed
     latency_bound_s: float | None = None
+    #: each schedule's byte floor: its busiest link's bytes over its capacity (no run of
+    #: it ends sooner, latencies aside; never below the bound), when computed
+    floor_s: dict[str, float] = field(default_factory=dict)
 
     def over_ring(self, algo: str) -> float:
         return self.times_s[algo] / self.fault_free_ring_s
@@ -68,6 +71,10 @@ class Row:
 
     def over_ff_bound(self, algo: str) -> float:
         return self.times_s[algo] / self.fault_free_bound_s
+
+    def floor_over_bound(self, algo: str) -> float:
+        """The schedule's byte floor over the bound: what its placement of bytes costs."""
+        return self.floor_s[algo] / self.bound_s
 
     def zero_latency_over_bound(self, algo: str) -> float:
         """The bandwidth part of the time (the zero-latency run) over the bound."""
@@ -129,8 +136,9 @@ def _topology(servers: int, lost: int) -> Any:
 Job = tuple[str, int, int, int]
 
 
-def _simulate(job: Job) -> tuple[Job, float, float]:
-    """Run one simulation: ``(algorithm, servers, nics lost, size)`` -> (time, latency part)."""
+def _simulate(job: Job) -> tuple[Job, float, float, float]:
+    """Run one simulation: ``(algorithm, servers, nics lost, size)`` -> (time, latency
+    part, byte floor)."""
     from resilientcc.schedules.generators import generate
     from resilientcc.sim import simulate
 
@@ -141,7 +149,7 @@ def _simulate(job: Job) -> tuple[Job, float, float]:
     # "rerun": the latency part is the difference to the same run with zero latencies
     # (the critical path's latencies would be one chain's, and move with small changes)
     res = simulate(sched, topo, latency_mode="rerun")
-    return job, float(res.time_s), float(res.latency_s)
+    return job, float(res.time_s), float(res.latency_s), res.byte_floor()[0]
 
 
 def _bounds(servers: int, lost: int, size: int) -> tuple[float, float, float, float]:
@@ -182,9 +190,10 @@ def flagship(
         algorithms: generator names to simulate.
         workers: processes (default: CPU count, at most 4).
         progress: called with a one-line message as results come in.
-        cache: simulated times by ``"algo/servers/lost/size"`` and their latency parts
-            by ``"algo/servers/lost/size/latency"``; missing entries are computed and
-            added (so a long run can be resumed).
+        cache: simulated times by ``"algo/servers/lost/size"``, their latency parts by
+            ``"algo/servers/lost/size/latency"`` and the schedules' byte floors by
+            ``"algo/servers/lost/size/floor"``; a job with any of the three missing is
+            simulated again and its entries added (so a long run can be resumed).
     """
     say = progress or (lambda _msg: None)
     jobs: list[Job] = []
@@ -197,6 +206,7 @@ def flagship(
     jobs.sort(key=lambda j: (-j[1], j[0] != "ring"))
     results: dict[Job, float] = {}
     latency: dict[Job, float] = {}
+    floor: dict[Job, float] = {}
     memo = cache if cache is not None else {}
 
     def key_of(job: Job) -> str:
@@ -204,16 +214,18 @@ def flagship(
 
     for job in list(jobs):
         name = key_of(job)
-        if name in memo and name + "/latency" in memo:
+        if all(name + part in memo for part in ("", "/latency", "/floor")):
             results[job] = memo[name]
             latency[job] = memo[name + "/latency"]
+            floor[job] = memo[name + "/floor"]
             jobs.remove(job)
     nworkers = workers or min(4, os.cpu_count() or 1)
     say(f"{len(jobs)} simulations on {nworkers} process(es)")
 
-    def record(i: int, key: Job, t: float, lat: float) -> None:
-        results[key], latency[key] = t, lat
-        memo.update({key_of(key): t, key_of(key) + "/latency": lat})  # one write
+    def record(i: int, key: Job, t: float, lat: float, low: float) -> None:
+        results[key], latency[key], floor[key] = t, lat, low
+        name = key_of(key)
+        memo.update({name: t, name + "/latency": lat, name + "/floor": low})  # one write
         say(
             f"[{i + 1}/{len(jobs)}] {key[0]} n={key[1]} lost={key[2]}: {t * 1e3:.3f} ms "
             f"(latency part {lat * 1e3:.3f} ms)"
@@ -246,6 +258,7 @@ def flagship(
                         times_s={a: results[(a, n, k, size)] for a in algorithms},
                         latency_s={a: latency[(a, n, k, size)] for a in algorithms},
                         latency_bound_s=lat_lb,
+                        floor_s={a: floor[(a, n, k, size)] for a in algorithms},
                     )
                 )
     return rows
@@ -267,7 +280,7 @@ def rows_to_markdown(rows: Sequence[Row]) -> str:
     head += ["bound/ff bound", "optcc/ff bound"] if "optcc" in algos else ["bound/ff bound"]
     with_lat = "optcc" in algos and all(r.latency_bound_s for r in rows)
     if "optcc" in algos:
-        head += ["optcc latency part ms", "optcc zero-latency/bound"]
+        head += ["optcc floor/bound", "optcc latency part ms", "optcc zero-latency/bound"]
     if with_lat:
         head += ["latency bound ms", "optcc/latency bound"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -286,6 +299,7 @@ def rows_to_markdown(rows: Sequence[Row]) -> str:
         cells.append(f"{r.bound_s / r.fault_free_bound_s:.3f}")
         if "optcc" in algos:
             cells.append(f"{r.over_ff_bound('optcc'):.3f}")
+            cells.append(f"{r.floor_over_bound('optcc'):.3f}" if r.floor_s else "n/a")
             cells.append(f"{r.latency_s['optcc'] * 1e3:.3f}")
             cells.append(f"{r.zero_latency_over_bound('optcc'):.3f}")
         if with_lat and r.latency_bound_s:

@@ -220,16 +220,24 @@ def test_flagship_uses_cache(monkeypatch):
 
     def fake_sim(job):
         jobs.append(job)
-        return job, 1e-3, 2e-5
+        return job, 1e-3, 2e-5, 9e-4
 
     monkeypatch.setattr(report_lib, "_simulate", fake_sim)
     monkeypatch.setattr(report_lib, "_bounds", lambda n, k, size: (1e-3, 1e-3, 1e-3, 1.1e-3))
-    # a cached time without its latency part is simulated again
-    cache = {"ring/2/0/1024": 5e-4, "ring/2/0/1024/latency": 1e-5, "ring/2/4/1024": 7e-4}
+    # a cached time without its latency part or its floor is simulated again
+    cache = {
+        "ring/2/0/1024": 5e-4,
+        "ring/2/0/1024/latency": 1e-5,
+        "ring/2/0/1024/floor": 4e-4,
+        "ring/2/4/1024": 7e-4,
+        "optcc/2/4/1024": 7e-4,
+        "optcc/2/4/1024/latency": 1e-5,
+    }
     rows = report_lib.flagship([2], [4], [1024], ["ring", "optcc"], workers=1, cache=cache)
     assert ("ring", 2, 0, 1024) not in jobs and len(jobs) == 2
     assert rows[0].fault_free_ring_s == 5e-4 and "optcc/2/4/1024" in cache
     assert cache["optcc/2/4/1024/latency"] == 2e-5 and rows[0].latency_s["ring"] == 2e-5
+    assert cache["optcc/2/4/1024/floor"] == 9e-4 and rows[0].floor_s["optcc"] == 9e-4
     assert rows[0].times_s["ring"] == 1e-3
     assert Fraction(rows[0].beta).limit_denominator(8) == Fraction(1, 2)
 

@@ -51,13 +51,23 @@ def test_reproduce_small_case(tmp_path, capsys):
         assert row["times_s"][a] - lat >= row["bound_s"] * (1 - 1e-9)
         assert 0 < lat < row["times_s"][a]
     assert "optcc zero-latency/bound" in md
+    # each schedule's byte floor: never below the bound (its bytes cross every cut), and
+    # no zero-latency run of it is shorter
+    assert set(row["floor_s"]) == set(row["times_s"])
+    for a, low in row["floor_s"].items():
+        assert (
+            row["bound_s"] * (1 - 1e-9)
+            <= low
+            <= (row["times_s"][a] - row["latency_s"][a]) * (1 + 1e-9)
+        )
+    assert "optcc floor/bound" in md
     # the bound that counts latency: above the LP bound, below every simulated time
     assert "optcc/latency bound" in md
     assert row["bound_s"] < row["latency_bound_s"] <= min(row["times_s"].values())
     assert (out / "overhead.png").exists()
     # the cache makes a rerun free
     cache = json.loads((out / "cache.json").read_text())
-    assert len(cache) == 10  # a time and its latency part per simulation
+    assert len(cache) == 15  # a time, its latency part and the floor per simulation
     assert mod.main(args) == 0
     assert "simulations" in capsys.readouterr().err
 
