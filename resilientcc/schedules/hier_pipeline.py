@@ -176,10 +176,11 @@ OWN_LAG_TWO_BYTES = 2**30
 #: (:func:`default_own_lag`)
 OWN_LAG_RELAY_MIN_SERVERS = 5
 #: around one degraded server, on at least :data:`FLAT_TAIL_MIN_SERVERS` servers and
-#: where the pipeline is deep by size, the pieces in the last this many bytes end with a
-#: flat NVLink all-gather (:func:`default_pipeline_flat_tail`)
+#: up to :data:`FLAT_TAIL_ONE_MAX_BYTES`, the pieces in the last this many bytes end
+#: with a flat NVLink all-gather (:func:`default_pipeline_flat_tail`)
 FLAT_TAIL_BYTES = 24 * 2**20
 FLAT_TAIL_MIN_SERVERS = 4
+FLAT_TAIL_ONE_MAX_BYTES = 512 * 2**20
 #: the same around several degraded servers (alike) from this many servers on
 FLAT_TAIL_SEVERAL_MIN_SERVERS = 3
 
@@ -844,11 +845,11 @@ def default_pipeline_flat_tail(servers: Sequence[ServerInfo], size: Fraction, pi
     instead of queueing on one connection: it pays only at the end of the pipeline, where
     nothing waits behind it, and where a piece's ``G − 1`` NVLink latencies weigh against
     the buffer. Around one degraded server on :data:`FLAT_TAIL_MIN_SERVERS` servers or
-    more, up to 256 MiB (where the pipeline is deep by size, :func:`pipeline_depth`):
-    the pieces in the last :data:`FLAT_TAIL_BYTES`, at least one; the same around several
-    degraded servers (seen alike) from :data:`FLAT_TAIL_SEVERAL_MIN_SERVERS` servers
-    where each keeps half its NICs or more, and with no degraded server at every size
-    (both below); else none. Measured
+    more, up to :data:`FLAT_TAIL_ONE_MAX_BYTES` (512 MiB; below): the pieces in the last
+    :data:`FLAT_TAIL_BYTES`, at least one; the same around several degraded servers (seen
+    alike) up to 256 MiB (where the pipeline is deep by size, :func:`pipeline_depth`)
+    from :data:`FLAT_TAIL_SEVERAL_MIN_SERVERS` servers where each keeps half its NICs or
+    more, and with no degraded server at every size (both below); else none. Measured
     with server 0 losing 1 / 2 of 8 NICs, ratio to the bound, none → default:
 
     =======  ==========================  ==========================
@@ -863,12 +864,23 @@ def default_pipeline_flat_tail(servers: Sequence[ServerInfo], size: Fraction, pi
 
     4 servers, 256 MiB, the last 0 / 4 / 6 / 7 / 8 / 10 / 12 of 64 pieces: 1 lost 1.149 /
     1.150 / 1.137 / 1.134 / 1.144 / 1.171 / 1.193, 2 lost 1.160 / 1.157 / 1.147 / 1.142 /
-    1.140 / 1.143 / 1.142 (hence 24 MiB, clear of the cliff). Not where it measured
-    slower or mixed (the last 28 MiB flat): at 1 GiB (4 servers, 1 / 2 lost, 1.058 /
-    1.079 → 1.064 / 1.084), at 512 MiB (4 servers, 1.082 / 1.153 → 1.086 / 1.142), on 3
-    servers (256 MiB, 1.141 / 1.163 → 1.174 / 1.183), and with several degraded servers
-    (256 MiB, 1 NIC lost on servers 0 and 1: 4 servers 1.164 → 1.207, 8 servers 1.205 →
-    1.178).
+    1.140 / 1.143 / 1.142 (hence 24 MiB, clear of the cliff). Not on 3 servers (256
+    MiB, 1.141 / 1.163 → 1.174 / 1.183) nor with several degraded servers above 256 MiB
+    (below).
+
+    Up to 512 MiB since 2026-11-27 (before, up to 256 MiB: at 512 MiB it had measured
+    1.082 / 1.153 → 1.086 / 1.142 on 4 servers, before the relay and the results held
+    back). Fitted at 512 MiB, one server losing 1 / 2 / 3 NICs or all its NICs at 7/8 /
+    3/4, × the bound, none → the last 24 MiB flat: 4 servers 1.0798 / 1.0686 / 1.1720 /
+    1.0935 / 1.1019 → 1.0688 / 1.0597 / 1.1742 / 1.0793 / 1.0829; 5 servers 1.0655 /
+    1.0690 / 1.1276 / 1.0926 / 1.1190 → 1.0575 / 1.0616 / 1.1271 / 1.0773 / 1.1040; 6
+    servers, 1 lost, 1.0685 → 1.0596 (the others run the hierarchical ring): 10 of 11
+    faster, by 0.04–1.7 %. Held out at 384 MiB: 10 of 11 faster (by 0.1–2.0 %), 3 lost
+    on 4 servers 0.4 % slower. Not above: at 768 MiB 8 of 11 faster (by 0.2–0.9 %) but 4
+    servers with 1 lost and 4 / 5 servers with 3 lost 0.1–0.4 % slower, and at 1 GiB
+    mixed (4 servers, 1 / 2 / 3 lost 1.0501 / 1.0484 / 1.0856 → 1.0513 / 1.0476 /
+    1.0946; 5 servers 1.0485 / 1.0492 → 1.0455 / 1.0456). With 3 lost it is slower on 4
+    servers at every size from 384 MiB, by 0.2–0.4 % (one rule for every loss kept).
 
     With no degraded server the last 24 MiB are flat at every size and on any number of
     servers (measured 2026-11-27; before, none). × the bound, none → the last 12 / 24 MiB
@@ -898,6 +910,8 @@ def default_pipeline_flat_tail(servers: Sequence[ServerInfo], size: Fraction, pi
     >>> four = server_view(fail_nics(hierarchical(4, 8), 0, 1))
     >>> default_pipeline_flat_tail(four, Fraction(2**28), 64), default_pipeline_flat_tail(four, Fraction(2**30), 128)
     (6, 0)
+    >>> default_pipeline_flat_tail(four, Fraction(2**29), 128)  # the last 24 of 512 MiB
+    6
     >>> default_pipeline_flat_tail(four, Fraction(2**24), 4)  # every piece
     4
     >>> default_pipeline_flat_tail(server_view(hierarchical(4, 8)), Fraction(2**30), 64)
@@ -905,8 +919,12 @@ def default_pipeline_flat_tail(servers: Sequence[ServerInfo], size: Fraction, pi
     """
     degraded = [sv for sv in servers if not sv.healthy]
     if degraded:  # (with none: at every size, on any number of servers)
-        least = FLAT_TAIL_MIN_SERVERS if len(degraded) == 1 else FLAT_TAIL_SEVERAL_MIN_SERVERS
-        if len(servers) < least or default_pipeline_pieces(size) > DEEP_MAX_BASE_PIECES:
+        if len(degraded) == 1:
+            least, big = FLAT_TAIL_MIN_SERVERS, size > FLAT_TAIL_ONE_MAX_BYTES
+        else:
+            least = FLAT_TAIL_SEVERAL_MIN_SERVERS
+            big = default_pipeline_pieces(size) > DEEP_MAX_BASE_PIECES
+        if len(servers) < least or big:
             return 0
         if len(degraded) > 1 and any(2 * len(sv.alive) < sv.nics for sv in degraded):
             return 0  # several degraded servers with few holders each: they keep their rings
