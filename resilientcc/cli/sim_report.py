@@ -173,8 +173,8 @@ def sim_report(
     lb, ff_ring = refs["lower_bound_s"], refs["fault_free_ring_s"]
     ff_ring_sim, ff_lb = refs["fault_free_ring_sim_s"], refs["fault_free_lower_bound_s"]
     bound_error = refs.get("bound_error")
-    floor_s, floor_link = res.byte_floor()
-    window = res.floor_window()
+    window = res.floor_window()  # around the byte floor's link
+    floor_s, floor_link = window.floor_s, window.link
     over_ring = _ratio(res.time_s, ff_ring)
     over_ring_sim = _ratio(res.time_s, ff_ring_sim)
     over_lb = _ratio(res.time_s, ff_lb)

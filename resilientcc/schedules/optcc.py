@@ -1459,10 +1459,8 @@ def _ring_split(
     return plan, k
 
 
-#: OptCC's variants, by the option that asks for each (:class:`VariantChoice`)
-VARIANTS = ("ordered_rings", "hier_ring", "pipeline", "weighted_ring", "ring", "direct")
-
-#: each variant in words, as :func:`~resilientcc.sim.tune.tune` and ``rcc`` name it
+#: OptCC's variants (named by the option that asks for each, :class:`VariantChoice`), in
+#: words, as :func:`~resilientcc.sim.tune.tune` and ``rcc`` name them
 VARIANT_LABELS: Mapping[str, str] = MappingProxyType(
     {
         "ordered_rings": "ordered rings",
@@ -1473,6 +1471,9 @@ VARIANT_LABELS: Mapping[str, str] = MappingProxyType(
         "direct": "direct",
     }
 )
+
+#: OptCC's variants, by the option that asks for each (:class:`VariantChoice`)
+VARIANTS = tuple(VARIANT_LABELS)
 
 #: the ``optcc`` options that ask for each variant that can be asked for: NCCL's ring
 #: runs only where the rules choose it, and the direct schedule is reached by refusing
@@ -1714,17 +1715,11 @@ def _pipeline_rule(servers: Sequence[ServerInfo]) -> str | None:
         return None
     degraded = _degraded(servers)
     n = len(servers)
-    if not degraded:
+    if len(degraded) <= 1:
+        if n > PIPELINE_MAX_SERVERS:
+            return None
         return (
-            None
-            if n > PIPELINE_MAX_SERVERS
-            else f"no degraded server on up to {PIPELINE_MAX_SERVERS} servers"
-        )
-    if len(degraded) == 1:
-        return (
-            None
-            if n > PIPELINE_MAX_SERVERS
-            else f"one degraded server on up to {PIPELINE_MAX_SERVERS} servers"
+            f"{'one' if degraded else 'no'} degraded server on up to {PIPELINE_MAX_SERVERS} servers"
         )
     if n > PIPELINE_MAX_SERVERS:
         return "several degraded servers alike, where the rings do not run"
@@ -2055,7 +2050,6 @@ def optcc(
         ring_fraction=ring_fraction,
         direct=direct,
     )
-    rule = ("variant_rule", choice.rule)
     if choice.variant == "ordered_rings":
         return _with_rule(_ordered_rings(topology, size, check), choice)
     if choice.variant in ("hier_ring", "pipeline"):
@@ -2089,18 +2083,12 @@ def optcc(
     if choice.variant == "weighted_ring":
         assert choice.relief is not None
         base = weighted_ring_schedule(topology, size, *choice.relief, check=check)
-        return replace(
-            base,
-            name="optcc",
-            meta=(("generator", "optcc"), *base.meta, ("variant", "weighted ring"), rule),
-        )
+        meta = (("generator", "optcc"), *base.meta, ("variant", "weighted ring"))
+        return _with_rule(replace(base, name="optcc", meta=meta), choice)
     if choice.variant == "ring":
         base = ring(topology, size, check=check)
-        return replace(
-            base,
-            name="optcc",
-            meta=(("generator", "optcc"), ("variant", "ring (no degraded server)"), rule),
-        )
+        meta = (("generator", "optcc"), ("variant", "ring (no degraded server)"))
+        return _with_rule(replace(base, name="optcc", meta=meta), choice)
     if window is None:
         window = 2
     nics = max(sv.nics for sv in servers)
@@ -2150,6 +2138,6 @@ def optcc(
         ("rail_weights", ",".join(f"{c}:{plan.lam[c]}" for c in sorted(plan.lam))),
         ("ring_fraction", str(f)),
         ("variant", "rings + decoupled direct" if f > 0 else "direct"),
-        rule,
     )
-    return b.build(size, topology=topology.shape_fingerprint, meta=meta, check=check)
+    built = b.build(size, topology=topology.shape_fingerprint, meta=meta, check=check)
+    return _with_rule(built, choice)
