@@ -36,7 +36,7 @@ def _root(
 
 def _register() -> None:
     # Each command lives in its own module and registers itself on ``app``.
-    from resilientcc.cli import bound, report, sim, synth, verify  # noqa: F401
+    from resilientcc.cli import bound, report, run, sim, synth, verify  # noqa: F401
 
 
 _register()

@@ -1,0 +1,204 @@
+"""``rcc run``: execute a schedule on real buffers (threads; local queues or gloo) and check it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from resilientcc.cli.app import app
+from resilientcc.cli.common import (
+    FabricOpt,
+    FailOpt,
+    GeneratorOpt,
+    GpusOpt,
+    NicBwOpt,
+    NicsOpt,
+    NvlinkBwOpt,
+    ServersOpt,
+    SizeOpt,
+    TopologyFileOpt,
+    build_topology,
+    generator_options,
+    handle_errors,
+    load_schedule_file,
+    parse_size_option,
+)
+from resilientcc.errors import InputError
+
+__all__ = ["parse_channel_failure", "run"]
+
+EXIT_WRONG_RESULT = 1
+
+
+def parse_channel_failure(text: str) -> object:
+    """``RANK:CHANNEL[:AFTER[:OUTCOME]]`` → a :class:`~resilientcc.runtime.ChannelFailure`.
+
+    >>> parse_channel_failure("3:1:5:delivered")
+    ChannelFailure(rank=3, channel=1, after=5, outcome='delivered')
+    >>> parse_channel_failure("0:2")
+    ChannelFailure(rank=0, channel=2, after=0, outcome='lost')
+    """
+    from resilientcc.runtime import OUTCOMES, ChannelFailure
+
+    parts = text.split(":")
+    where = f"--fail-channel {text!r}"
+    if not 2 <= len(parts) <= 4:
+        raise InputError(f"{where}: expected RANK:CHANNEL[:AFTER[:OUTCOME]], e.g. 0:1:3:lost")
+    try:
+        numbers = [int(p) for p in parts[:3]]
+    except ValueError:
+        raise InputError(f"{where}: RANK, CHANNEL and AFTER must be whole numbers") from None
+    if min(numbers) < 0:
+        raise InputError(f"{where}: RANK, CHANNEL and AFTER must not be negative")
+    outcome = parts[3] if len(parts) == 4 else "lost"
+    if outcome not in OUTCOMES:
+        raise InputError(f"{where}: OUTCOME must be one of {', '.join(OUTCOMES)}")
+    return ChannelFailure(numbers[0], numbers[1], numbers[2] if len(numbers) > 2 else 0, outcome)
+
+
+def _backend(name: str) -> str:
+    from resilientcc.runtime import BACKENDS
+
+    if name == "auto":
+        try:
+            import torch.distributed as dist
+
+            return "gloo" if dist.is_available() and dist.is_gloo_available() else "local"
+        except ImportError:
+            return "local"
+    if name not in BACKENDS:
+        raise InputError(f"--backend: must be auto, {', '.join(BACKENDS)}; got {name!r}")
+    return name
+
+
+@app.command("run")
+@handle_errors
+def run(
+    ctx: typer.Context,
+    schedule: Annotated[
+        str,
+        typer.Argument(help="A schedule JSON file, or an algorithm (ring, balance, optcc, ...)."),
+    ],
+    size: SizeOpt = "1MiB",
+    servers: ServersOpt = 2,
+    gpus_per_server: GpusOpt = 4,
+    nics_per_server: NicsOpt = None,
+    nic_bw: NicBwOpt = "400Gbps",
+    nvlink_bw: NvlinkBwOpt = "450GB/s",
+    fabric: FabricOpt = "rail",
+    fail: FailOpt = None,
+    topology_file: TopologyFileOpt = None,
+    option: GeneratorOpt = None,
+    elements: Annotated[
+        int, typer.Option("--elements", help="Numbers (float64) in each rank's buffer.")
+    ] = 4096,
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend",
+            help="gloo (torch.distributed on the CPU), local (in-process queues), or auto "
+            "(gloo when torch is installed).",
+        ),
+    ] = "auto",
+    fail_channel: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-channel",
+            help="Kill channel (NIC) CHANNEL of RANK as it sends its AFTER-th transfer on it: "
+            "RANK:CHANNEL[:AFTER[:OUTCOME]], OUTCOME lost (default) or delivered. Repeatable.",
+        ),
+    ] = None,
+    no_dedup: Annotated[
+        bool,
+        typer.Option(
+            "--no-dedup",
+            help="Receivers commit re-sent transfers again (the protocol without its "
+            "duplicate check; to see what it protects against).",
+        ),
+    ] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the inputs.")] = 0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds a rank may wait for a message.")
+    ] = 60.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Run SCHEDULE on real buffers, every rank a thread, and check every rank's result.
+
+    Example: rcc run optcc -n 2 -g 4 --fail 0:1 --fail-channel 0:0:3:delivered
+
+    Each rank's buffer holds whole numbers, so the sum is exact in any order; the run
+    is right when every rank ends with the sum of all inputs. A killed channel's
+    transfers move to the rank's next live channel and the receivers drop duplicates.
+    Exit code 1 when a result is wrong.
+    """
+    from resilientcc.runtime import run_schedule
+    from resilientcc.schedules.executor import check
+
+    if elements < 1:
+        raise InputError(f"--elements: must be at least 1, got {elements}")
+    if timeout <= 0:
+        raise InputError(f"--timeout: must be positive, got {timeout:g}")
+    failures = [parse_channel_failure(t) for t in fail_channel or []]
+    chosen = _backend(backend)
+    path = Path(schedule)
+    if path.is_file():
+        if option:
+            raise InputError("-O: options shape a generated schedule, not a schedule file")
+        sched = check(load_schedule_file(path))
+    elif path.suffix.lower() in (".json", ".xml") or "/" in schedule:
+        raise InputError(f"{schedule}: no such schedule file")
+    else:
+        from resilientcc.schedules.generators import generate
+
+        topo = build_topology(ctx)
+        sched = generate(
+            schedule, topo, parse_size_option(size), **generator_options(schedule, option)
+        )
+    result = run_schedule(
+        sched,
+        elements=elements,
+        backend=chosen,
+        failures=failures,  # type: ignore[arg-type]
+        dedup=not no_dedup,
+        seed=seed,
+        idle_timeout_s=timeout,
+    )
+    if as_json:
+        typer.echo(json.dumps(asdict(result)))
+    else:
+        _print(result)
+    if not result.exact:
+        raise typer.Exit(EXIT_WRONG_RESULT)
+
+
+def _print(r: object) -> None:
+    from resilientcc.runtime import RunResult
+
+    assert isinstance(r, RunResult)
+    typer.echo(
+        f"ran {r.schedule}: {r.ranks} ranks, {r.transfers:,} transfers, {r.elements:,} float64 "
+        f"per buffer, backend {r.backend}, {r.wall_s * 1e3:.1f} ms wall"
+    )
+    typer.echo(
+        f"  messages: {r.sent:,} data ({r.payload_elements * 8 / 2**20:.2f} MiB), "
+        f"{r.control_messages:,} acknowledgements and notices"
+    )
+    if r.failed:
+        moved = ", ".join(f"rank {rk} channel {c} -> {alt}" for rk, c, alt in r.migrations)
+        typer.echo(
+            f"  channel failures: {r.failed} ({moved}); {r.resent} re-sent, "
+            f"{r.duplicates} duplicate{'s' if r.duplicates != 1 else ''} "
+            + ("dropped" if r.dedup else "committed again (--no-dedup)")
+        )
+    if r.exact:
+        typer.echo(f"result: exact on all {r.ranks} ranks (every rank holds the sum of all inputs)")
+    else:
+        typer.echo(
+            f"result: WRONG on {len(r.wrong_ranks)} of {r.ranks} ranks "
+            f"({', '.join(map(str, r.wrong_ranks[:8]))}{', ...' if len(r.wrong_ranks) > 8 else ''}); "
+            f"largest error {r.max_error:g}"
+        )

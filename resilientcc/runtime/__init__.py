@@ -1,0 +1,31 @@
+"""Run schedules on real buffers: every rank a thread, messages over queues or gloo.
+
+:func:`run_schedule` executes a :class:`~resilientcc.schedules.ir.Schedule` with the
+IR's semantics (deps, FIFO connections; :mod:`resilientcc.runtime.plan`), injects NIC
+channel failures and migrates their transfers losslessly
+(:mod:`resilientcc.runtime.engine`), and checks every rank's result against the exact
+sum. Transports (:mod:`resilientcc.runtime.transport`): ``local`` (in-process queues, no
+dependency) and ``gloo`` (torch.distributed on the CPU, ``pip install
+'resilientcc[runtime]'``; torch is imported only then).
+"""
+
+from resilientcc.runtime.engine import OUTCOMES, ChannelFailure, RankStats, RunError, run_rank
+from resilientcc.runtime.launch import RunResult, run_schedule
+from resilientcc.runtime.plan import RankPlan, chunk_slices, issue_order, rank_plans
+from resilientcc.runtime.transport import BACKENDS, make_transports
+
+__all__ = [
+    "BACKENDS",
+    "OUTCOMES",
+    "ChannelFailure",
+    "RankPlan",
+    "RankStats",
+    "RunError",
+    "RunResult",
+    "chunk_slices",
+    "issue_order",
+    "make_transports",
+    "rank_plans",
+    "run_rank",
+    "run_schedule",
+]

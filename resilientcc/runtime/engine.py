@@ -1,0 +1,248 @@
+"""One rank's run of a schedule, with NIC-channel failures and lossless migration.
+
+Each rank runs :func:`run_rank` on its own buffer (a float64 array; every rank's has the
+same length). The loop alternates between issuing every send that is ready (its deps
+known complete, its connection's earlier transfers issued: :mod:`resilientcc.runtime.plan`)
+and handling one incoming message:
+
+* ``DATA``: commit the transfer (``reduce`` adds the payload into the chunks, ``copy``
+  overwrites them), acknowledge it to the sender, and tell the ranks in
+  :attr:`~resilientcc.runtime.plan.RankPlan.notify`;
+* ``ACK`` / ``DONE``: the transfer completed;
+* ``END``: that rank has nothing more to send.
+
+A sender reads its chunks when it issues a transfer (the payload is a copy), as the IR
+says; the schedule's race-freedom (:mod:`resilientcc.verify.races`) makes every order the
+loop may take give the same result.
+
+**Failures** (:class:`ChannelFailure`, the model of :mod:`resilientcc.verify.failover`).
+Channel ``c`` of rank ``r`` (one of its NICs) dies when ``r`` is about to send its
+``after``-th transfer on it (counting from 0). That transfer is in flight and is
+``delivered`` (the receiver commits it, but the sender cannot tell) or ``lost`` (a
+half-delivered transfer is never committed, so it counts as lost). The migration
+protocol: the sender re-sends, on a surviving channel of its own (the next one of the
+schedule's channels that is alive), the in-flight transfer and every transfer it sent
+on ``c`` that is not acknowledged yet (they may or may not have been delivered: it
+cannot tell), and sends every later transfer of ``c`` there too, each connection still
+in its own FIFO order. The receiver commits a transfer id at most once and drops
+duplicates (``dedup``; without it a re-sent reduce is added twice, which the run's
+check catches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from resilientcc.errors import ResilientCCError, ScheduleError
+from resilientcc.runtime.plan import RankPlan, transfer_slices
+from resilientcc.runtime.transport import ACK, DATA, DONE, END, HEADER_LEN, Transport
+from resilientcc.schedules.ir import COPY, Schedule, Transfer
+
+__all__ = ["OUTCOMES", "ChannelFailure", "RankStats", "RunError", "run_rank"]
+
+OUTCOMES = ("delivered", "lost")
+
+
+class RunError(ResilientCCError):
+    """A run of a schedule could not finish (no progress, no surviving channel)."""
+
+
+@dataclass(frozen=True)
+class ChannelFailure:
+    """Channel ``channel`` of rank ``rank`` dies as it sends its ``after``-th transfer on it.
+
+    ``outcome``: what happens to that transfer, ``"delivered"`` (committed by the
+    receiver, unknown to the sender) or ``"lost"``.
+    """
+
+    rank: int
+    channel: int
+    after: int = 0
+    outcome: str = "lost"
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ScheduleError(
+                f"failure outcome must be one of {', '.join(OUTCOMES)}, got {self.outcome!r}"
+            )
+        if self.after < 0:
+            raise ScheduleError(f"failure 'after' must be at least 0, got {self.after}")
+
+
+@dataclass
+class RankStats:
+    """What one rank did (counts, bytes, and the failures that fired)."""
+
+    rank: int
+    sent: int = 0
+    resent: int = 0
+    duplicates: int = 0
+    payload_elements: int = 0
+    control_messages: int = 0
+    failed_channels: list[int] = field(default_factory=list)
+    migrated: dict[int, int] = field(default_factory=dict)  # dead channel -> channel used
+
+
+def _header(kind: int, rank: int, tid: int, n: int = 0, channel: int = 0) -> np.ndarray:
+    h = np.zeros(HEADER_LEN, dtype=np.int64)
+    h[:] = (kind, rank, tid, n, channel)
+    return h
+
+
+def run_rank(
+    schedule: Schedule,
+    plan: RankPlan,
+    transport: Transport,
+    buffer: np.ndarray,
+    slices: tuple[tuple[int, int], ...],
+    *,
+    failures: Sequence[ChannelFailure] = (),
+    dedup: bool = True,
+    idle_timeout_s: float = 60.0,
+) -> RankStats:
+    """Run ``plan`` (rank ``plan.rank`` of ``schedule``) on ``buffer``, in place.
+
+    ``slices``: each chunk's element range (:func:`~resilientcc.runtime.plan.chunk_slices`);
+    ``failures``: this rank's channel failures.
+
+    Raises:
+        RunError: no message for ``idle_timeout_s`` while waiting, or every channel of
+            this rank dead.
+    """
+    me = plan.rank
+    by_id = schedule.by_id
+    stats = RankStats(me)
+    channels = list(schedule.channels)
+    dead: set[int] = set()
+    fail_at = {f.channel: f for f in failures if f.rank == me}
+    sent_on: dict[int, int] = {}  # channel -> transfers sent on it so far
+    known: set[int] = set()  # completed transfers this rank knows of
+    committed: set[int] = set()
+    unacked: dict[int, int] = {}  # id -> channel it was last sent on
+    queues = {k: list(ids) for k, ids in plan.connections.items()}
+    heads = {k: 0 for k in queues}
+    waiting = set(queues)  # connections with transfers left to issue
+    ends = 0
+    end_sent = False
+    payload_of_sent: dict[int, np.ndarray] = {}  # kept until acknowledged
+
+    def payload_of(t: Transfer) -> np.ndarray:
+        parts = [buffer[a:b] for a, b in transfer_slices(t, slices)]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def surviving(c: int) -> int:
+        for k in range(1, len(channels) + 1):
+            alt = channels[(channels.index(c) + k) % len(channels)]
+            if alt not in dead:
+                return alt
+        raise RunError(
+            f"rank {me}: every channel is dead ({sorted(dead)}): nothing left to send on"
+        )
+
+    def transmit(t: Transfer, channel: int, data: np.ndarray) -> None:
+        transport.send(t.dst, _header(DATA, me, t.id, data.size, channel), data)
+        stats.sent += 1
+        stats.payload_elements += data.size
+        unacked[t.id] = channel
+
+    def issue(t: Transfer) -> None:
+        data = payload_of(t)  # read when issued
+        c = t.channel
+        if c in dead:
+            c = surviving(c)
+        elif c in fail_at and sent_on.get(c, 0) == fail_at[c].after:
+            f = fail_at[c]
+            dead.add(c)
+            stats.failed_channels.append(c)
+            if f.outcome == "delivered":  # it arrives, but the sender cannot tell
+                transmit(t, c, data)
+            alt = surviving(c)
+            stats.migrated[c] = alt
+            # everything on c not acknowledged: maybe delivered, maybe not; send it again
+            for tid, ch in sorted(unacked.items()):
+                if ch == c and tid != t.id:
+                    transmit(by_id[tid], alt, payload_of_sent[tid])
+                    stats.resent += 1
+            if f.outcome == "delivered":
+                stats.resent += 1
+            c = alt
+        sent_on[t.channel] = sent_on.get(t.channel, 0) + 1
+        payload_of_sent[t.id] = data
+        transmit(t, c, data)
+
+    def commit(tid: int, payload: np.ndarray) -> None:
+        t = by_id[tid]
+        again = tid in committed
+        if again:
+            stats.duplicates += 1
+            if dedup:
+                return
+        pos = 0
+        for a, b in transfer_slices(t, slices):
+            part = payload[pos : pos + b - a]
+            pos += b - a
+            if t.op == COPY:
+                buffer[a:b] = part
+            else:
+                buffer[a:b] += part
+        if again:  # acknowledged and announced at the first commit already
+            return
+        committed.add(tid)
+        known.add(tid)
+        transport.send(t.src, _header(ACK, me, tid))
+        for r in plan.notify.get(tid, ()):
+            transport.send(r, _header(DONE, me, tid))
+        stats.control_messages += 1 + len(plan.notify.get(tid, ()))
+
+    while True:
+        progressed = True
+        while progressed:
+            progressed = False
+            for key in list(waiting):
+                ids = queues[key]
+                i = heads[key]
+                while i < len(ids) and all(d in known for d in by_id[ids[i]].deps):
+                    issue(by_id[ids[i]])
+                    i += 1
+                    progressed = True
+                heads[key] = i
+                if i == len(ids):
+                    waiting.discard(key)
+        done = not waiting and not unacked and len(committed) == plan.receives
+        if done and not end_sent:
+            for r in range(transport.world):
+                if r != me:
+                    transport.send(r, _header(END, me, -1))
+            end_sent = True
+        if end_sent and ends == transport.world - 1:
+            return stats
+        msg = transport.receive(idle_timeout_s)
+        if msg is None:
+            blocked = [by_id[queues[k][heads[k]]] for k in sorted(waiting)][:3]
+            what = "; ".join(
+                f"transfer {t.id} waits for {[d for d in t.deps if d not in known]}"
+                for t in blocked
+            )
+            raise RunError(
+                f"rank {me}: no message for {idle_timeout_s:g} s "
+                f"({len(committed)} of {plan.receives} received, {len(unacked)} not acknowledged"
+                + (f"; {what}" if what else "")
+                + ")"
+            )
+        header, payload = msg
+        kind, tid = int(header[0]), int(header[2])
+        if kind == DATA:
+            assert payload is not None
+            commit(tid, payload)
+        elif kind == ACK:
+            if tid in unacked:
+                del unacked[tid]
+                payload_of_sent.pop(tid, None)
+            known.add(tid)
+        elif kind == DONE:
+            known.add(tid)
+        elif kind == END:
+            ends += 1

@@ -1,0 +1,346 @@
+"""The runtime: schedules executed on real buffers, channel failures, lossless migration.
+
+Known answers on hand-made schedules, every generator on degraded clusters (hypothesis
+over buffer lengths and seeds, including buffers shorter than the chunk count), every
+failure point of a rank's channel (both outcomes) ending exact, and mutants the run must
+catch: a receiver without its duplicate check, a schedule with a copy for a reduce, a
+lost message (no progress), a deadlocking schedule. The gloo tests run where torch is
+installed and skip elsewhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from resilientcc.cli.app import app
+from resilientcc.errors import InputError, ScheduleError
+from resilientcc.runtime import (
+    ChannelFailure,
+    RunError,
+    chunk_slices,
+    make_transports,
+    rank_plans,
+    run_rank,
+    run_schedule,
+)
+from resilientcc.runtime.transport import DATA, LocalTransport
+from resilientcc.schedules.generators import GENERATORS, generate
+from resilientcc.schedules.ir import Schedule, Transfer, uniform_chunks
+from resilientcc.schedules.serialize import save_schedule
+from resilientcc.topology import apply_fail_specs, hierarchical
+
+runner = CliRunner()
+
+
+def _gloo() -> bool:
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return False
+    return dist.is_available() and dist.is_gloo_available()
+
+
+needs_gloo = pytest.mark.skipif(not _gloo(), reason="torch with gloo is not installed")
+
+
+def pair_schedule() -> Schedule:
+    """Two ranks, two chunks: chunk 0 reduced on rank 1 over channel 0, chunk 1 on rank 0
+    over channel 1, each copied back."""
+    ts = (
+        Transfer(0, 0, 1, 0, "reduce", channel=0),
+        Transfer(1, 1, 0, 1, "reduce", channel=1),
+        Transfer(2, 1, 0, 0, "copy", deps=(0,), channel=0),
+        Transfer(3, 0, 1, 1, "copy", deps=(1,), channel=1),
+    )
+    return Schedule("pair", 2, Fraction(16), uniform_chunks(2), ts)
+
+
+def degraded(n: int, g: int, *fails: str):  # type: ignore[no-untyped-def]
+    return apply_fail_specs(hierarchical(n, g), list(fails))
+
+
+# -- known answers -------------------------------------------------------------------
+
+
+def test_pair_schedule_is_exact_and_counts_its_messages() -> None:
+    r = run_schedule(pair_schedule(), elements=10)
+    assert r.exact and r.wrong_ranks == () and r.max_error == 0
+    assert (r.sent, r.resent, r.duplicates, r.failed) == (4, 0, 0, 0)
+    assert r.payload_elements == 20  # four transfers of one 5-element chunk each
+    assert r.control_messages == 4  # one acknowledgement each, no third rank to tell
+
+
+def test_chunk_slices_partition_the_buffer_whatever_the_sizes() -> None:
+    s = Schedule("x", 1, Fraction(8), uniform_chunks(7), ())
+    for n in (1, 3, 7, 50):
+        sl = chunk_slices(s, n)
+        assert sl[0][0] == 0 and sl[-1][1] == n
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(sl))
+
+
+def test_notices_go_to_the_senders_of_dependent_transfers() -> None:
+    # rank 2 sends transfer 1 only after transfer 0 (rank 0 -> rank 1) completed: rank 1
+    # must tell rank 2, and nobody else
+    ts = (
+        Transfer(0, 0, 1, 0, "reduce"),
+        Transfer(1, 2, 1, 0, "reduce", deps=(0,)),
+        Transfer(2, 1, 0, 0, "copy", deps=(1,)),
+        Transfer(3, 1, 2, 0, "copy", deps=(1,)),
+    )
+    s = Schedule("three", 3, Fraction(8), uniform_chunks(1), ts)
+    plans = rank_plans(s)
+    assert plans[1].notify[0] == (2,)
+    assert plans[1].notify[1] == ()  # its sender, rank 2, gets the acknowledgement
+    assert run_schedule(s, elements=5).exact
+
+
+# -- every generator ---------------------------------------------------------------------
+
+CLUSTERS = [
+    (hierarchical(2, 2), ()),
+    (degraded(2, 4, "0:1"), ()),
+    (degraded(3, 2, "0:x1/2"), ()),
+    (degraded(2, 4, "0:2"), ()),
+]
+
+
+@pytest.mark.parametrize("algo", sorted(GENERATORS))
+@pytest.mark.parametrize("cluster", range(len(CLUSTERS)))
+def test_every_generator_runs_exact(algo: str, cluster: int) -> None:
+    topo, _ = CLUSTERS[cluster]
+    try:
+        s = generate(algo, topo, Fraction(2**20))
+    except InputError:
+        pytest.skip(f"{algo} does not apply to this cluster")
+    r = run_schedule(s, elements=257, seed=cluster)
+    assert r.exact, r
+    assert r.sent == len(s.transfers)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    elements=st.integers(1, 200),
+    seed=st.integers(0, 2**16),
+    algo=st.sampled_from(["ring", "optcc", "balance", "hierarchical"]),
+)
+def test_any_buffer_length_is_exact(elements: int, seed: int, algo: str) -> None:
+    # buffers shorter than the chunk count leave chunks empty; the run must not care
+    s = generate(algo, degraded(2, 4, "0:1"), Fraction(2**20))
+    assert run_schedule(s, elements=elements, seed=seed).exact
+
+
+# -- failures and migration ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("algo", ["ring", "optcc", "r2cc_allreduce"])
+@pytest.mark.parametrize("outcome", ["lost", "delivered"])
+def test_every_failure_point_of_a_channel_ends_exact(algo: str, outcome: str) -> None:
+    s = generate(algo, degraded(2, 4, "0:1"), Fraction(2**20))
+    plan = rank_plans(s)[0]
+    channel, _ = max(
+        (
+            (c, sum(len(v) for (_, c2), v in plan.connections.items() if c2 == c))
+            for c in s.channels
+        ),
+        key=lambda x: x[1],
+    )
+    sends = sum(len(v) for (_, c), v in plan.connections.items() if c == channel)
+    for after in sorted({0, 1, sends // 2, sends - 1}):
+        f = ChannelFailure(0, channel, after, outcome)
+        r = run_schedule(s, elements=100, failures=[f], seed=after)
+        assert r.exact, (after, r)
+        assert r.failed == 1 and r.migrations[0][:2] == (0, channel)
+        assert r.migrations[0][2] != channel
+        assert r.sent == len(s.transfers) + r.resent
+        if outcome == "delivered":
+            assert r.resent >= 1 and r.duplicates >= 1  # the in-flight one arrived twice
+
+
+def test_two_channels_of_two_ranks_fail() -> None:
+    s = generate("ring", hierarchical(2, 4), Fraction(2**20))
+    fs = [ChannelFailure(0, 0, 2, "delivered"), ChannelFailure(0, 1, 1), ChannelFailure(5, 3, 0)]
+    r = run_schedule(s, elements=64, failures=fs)
+    assert r.exact and r.failed == 3
+    # rank 0's channel 0 moved to 1, which then died too: its traffic ends on channel 2
+    assert {(rk, c) for rk, c, _ in r.migrations} == {(0, 0), (0, 1), (5, 3)}
+
+
+def test_without_dedup_a_resent_reduce_is_counted_twice() -> None:
+    # the mutant the protocol's duplicate check exists for (DESIGN.md §6.4)
+    f = [ChannelFailure(0, 0, 0, "delivered")]
+    bad = run_schedule(pair_schedule(), elements=8, failures=f, dedup=False)
+    assert not bad.exact and bad.wrong_ranks == (1,) and bad.duplicates == 1
+    good = run_schedule(pair_schedule(), elements=8, failures=f)
+    assert good.exact and good.duplicates == 1 and good.resent == 1
+
+
+def test_a_rank_with_every_channel_dead_is_an_error() -> None:
+    s = pair_schedule()
+    fs = [ChannelFailure(0, 0, 0), ChannelFailure(0, 1, 0)]
+    with pytest.raises(RunError, match="every channel is dead"):
+        run_schedule(s, elements=4, failures=fs, idle_timeout_s=5)
+
+
+def test_failures_that_could_never_fire_are_refused() -> None:
+    s = pair_schedule()
+    with pytest.raises(InputError, match="never fire"):
+        run_schedule(s, failures=[ChannelFailure(0, 0, 1)])
+    with pytest.raises(InputError, match="channels are 0, 1"):
+        run_schedule(s, failures=[ChannelFailure(0, 7, 0)])
+    with pytest.raises(InputError, match=r"ranks 0\.\.1"):
+        run_schedule(s, failures=[ChannelFailure(2, 0, 0)])
+    with pytest.raises(ScheduleError, match="outcome"):
+        ChannelFailure(0, 0, 0, "maybe")
+
+
+# -- mutants the run must catch -----------------------------------------------------
+
+
+def test_a_copy_for_a_reduce_is_caught() -> None:
+    s = pair_schedule()
+    wrong = dataclasses.replace(
+        s, transfers=(dataclasses.replace(s.transfers[0], op="copy"), *s.transfers[1:])
+    )
+    r = run_schedule(wrong, elements=6)
+    assert not r.exact and r.max_error > 0
+
+
+def test_a_deadlocking_schedule_is_refused_before_it_runs() -> None:
+    ts = (Transfer(0, 0, 1, 0, "reduce", deps=(1,)), Transfer(1, 1, 0, 0, "copy", deps=(0,)))
+    s = Schedule("cycle", 2, Fraction(8), uniform_chunks(1), ts)
+    with pytest.raises(ScheduleError, match="deadlock"):
+        run_schedule(s)
+
+
+class _Lossy(LocalTransport):
+    """Drops the first data message it sends."""
+
+    dropped = False
+
+    def send(self, dst, header, payload=None):  # type: ignore[no-untyped-def]
+        if header[0] == DATA and not _Lossy.dropped:
+            _Lossy.dropped = True
+            return
+        super().send(dst, header, payload)
+
+
+def test_a_lost_message_stops_progress_with_a_clear_error() -> None:
+    s = pair_schedule()
+    plans = rank_plans(s)
+    inboxes = [t._inboxes[t.rank] for t in make_transports("local", 2)]  # type: ignore[attr-defined]
+    tr = _Lossy(0, inboxes)
+    buf = np.zeros(4)
+    with pytest.raises(RunError, match=r"no message for 0\.3 s"):
+        run_rank(s, plans[0], tr, buf, chunk_slices(s, 4), idle_timeout_s=0.3)
+
+
+# -- gloo --------------------------------------------------------------------------
+
+
+@needs_gloo
+@pytest.mark.parametrize("algo", ["ring", "optcc"])
+def test_gloo_runs_exact_with_a_failure(algo: str) -> None:
+    s = generate(algo, degraded(2, 4, "0:1"), Fraction(2**20))
+    f = [ChannelFailure(0, s.channels[0], 1, "delivered")]
+    r = run_schedule(s, elements=300, backend="gloo", failures=f, idle_timeout_s=30)
+    assert r.backend == "gloo" and r.exact and r.failed == 1
+
+
+@needs_gloo
+def test_gloo_catches_the_dedup_mutant() -> None:
+    f = [ChannelFailure(0, 0, 0, "delivered")]
+    r = run_schedule(pair_schedule(), elements=8, backend="gloo", failures=f, dedup=False)
+    assert not r.exact and r.wrong_ranks == (1,)
+
+
+def test_unknown_backend() -> None:
+    with pytest.raises(InputError, match="unknown backend"):
+        make_transports("mpi", 2)
+
+
+# -- rcc run -----------------------------------------------------------------------------
+
+
+def test_cli_run_prints_an_exact_result() -> None:
+    res = runner.invoke(
+        app,
+        [
+            "run",
+            "optcc",
+            "--fail",
+            "0:1",
+            "--backend",
+            "local",
+            "--fail-channel",
+            "0:0:3:delivered",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert "result: exact on all 8 ranks" in res.output
+    assert "rank 0 channel 0 -> 1" in res.output and "dropped" in res.output
+
+
+def test_cli_run_json_and_wrong_result_exit_code(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "pair.json"
+    save_schedule(pair_schedule(), path)
+    args = ["run", str(path), "--backend", "local", "--elements", "8", "--json"]
+    ok = runner.invoke(app, args)
+    assert ok.exit_code == 0, ok.output
+    data = json.loads(ok.output)
+    assert data["exact"] is True and data["ranks"] == 2 and data["sent"] == 4
+    bad = runner.invoke(app, [*args[:-1], "--fail-channel", "0:0:0:delivered", "--no-dedup"])
+    assert bad.exit_code == 1
+    assert "WRONG on 1 of 2 ranks (1)" in bad.output and "committed again" in bad.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fail-channel", "0:x"], "must be whole numbers"),
+        (["--fail-channel", "0"], "RANK:CHANNEL"),
+        (["--fail-channel", "0:0:0:maybe"], "OUTCOME must be one of"),
+        (["--fail-channel", "0:9"], "the schedule's channels are"),
+        (["--fail-channel", "0:0:999"], "would never fire"),
+        (["--elements", "0"], "--elements: must be at least 1"),
+        (["--backend", "mpi"], "--backend"),
+        (["--timeout", "0"], "--timeout"),
+    ],
+)
+def test_cli_run_bad_input(args: list[str], message: str) -> None:
+    res = runner.invoke(app, ["run", "ring", "--backend", "local", *args])
+    assert res.exit_code == 2, res.output
+    assert message in res.output and "Traceback" not in res.output
+
+
+def test_cli_run_bad_schedule_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    p = tmp_path / "bad.json"
+    p.write_text("{not json", encoding="utf-8")
+    res = runner.invoke(app, ["run", str(p)])
+    assert res.exit_code == 2 and "not valid JSON" in res.output
+    res = runner.invoke(app, ["run", str(tmp_path / "missing.json")])
+    assert res.exit_code == 2 and "no such schedule file" in res.output
+
+
+# -- the docs' example -----------------------------------------------------------------
+
+
+def test_docs_example_prints_what_the_page_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    import runpy
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    runpy.run_path(str(root / "docs_src" / "runtime" / "example.py"), run_name="__main__")
+    shown = (root / "docs_src" / "runtime" / "example.txt").read_text(encoding="utf-8")
+    assert capsys.readouterr().out == shown
+    page = (root / "docs" / "runtime.md").read_text(encoding="utf-8")
+    assert '--8<-- "docs_src/runtime/example.py"' in page
+    assert '--8<-- "docs_src/runtime/example.txt"' in page
