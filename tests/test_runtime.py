@@ -165,6 +165,34 @@ def test_every_failure_point_of_a_channel_ends_exact(algo: str, outcome: str) ->
             assert r.resent >= 1 and r.duplicates >= 1  # the in-flight one arrived twice
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    algo=st.sampled_from(sorted(GENERATORS)),
+    cluster=st.integers(0, len(CLUSTERS) - 1),
+    data=st.data(),
+)
+def test_any_single_channel_failure_ends_exact(algo: str, cluster: int, data) -> None:  # type: ignore[no-untyped-def]
+    # failover-lossless at run time: any rank, any channel it sends on, any send, either
+    # outcome
+    topo, _ = CLUSTERS[cluster]
+    try:
+        s = generate(algo, topo, Fraction(2**20))
+    except InputError:
+        return
+    plans = rank_plans(s)
+    rank = data.draw(st.sampled_from([p.rank for p in plans if p.sends]))
+    per_channel: dict[int, int] = {}
+    for (_, c), ids in plans[rank].connections.items():
+        per_channel[c] = per_channel.get(c, 0) + len(ids)
+    if len(s.channels) < 2:
+        return
+    channel = data.draw(st.sampled_from(sorted(per_channel)))
+    after = data.draw(st.integers(0, per_channel[channel] - 1))
+    outcome = data.draw(st.sampled_from(["lost", "delivered"]))
+    r = run_schedule(s, elements=50, failures=[ChannelFailure(rank, channel, after, outcome)])
+    assert r.exact and r.failed == 1 and r.duplicates == r.resent
+
+
 def test_two_channels_of_two_ranks_fail() -> None:
     s = generate("ring", hierarchical(2, 4), Fraction(2**20))
     fs = [ChannelFailure(0, 0, 2, "delivered"), ChannelFailure(0, 1, 1), ChannelFailure(5, 3, 0)]
@@ -262,6 +290,39 @@ def test_gloo_catches_the_dedup_mutant() -> None:
     assert not r.exact and r.wrong_ranks == (1,)
 
 
+@needs_gloo
+def test_processes_run_exact_and_catch_the_dedup_mutant() -> None:
+    # every rank a process in torch.distributed's default gloo group
+    s = generate("ring", degraded(2, 2, "0:1"), Fraction(2**20))
+    kill = [ChannelFailure(0, 0, 2, "delivered")]
+    ok = run_schedule(s, elements=64, backend="gloo", processes=True, failures=kill)
+    assert ok.processes and ok.exact and ok.failed == 1 and ok.duplicates == ok.resent >= 1
+    f = [ChannelFailure(0, 0, 0, "delivered")]
+    bad = run_schedule(
+        pair_schedule(), elements=8, backend="gloo", processes=True, failures=f, dedup=False
+    )
+    assert not bad.exact and bad.wrong_ranks == (1,)
+
+
+@needs_gloo
+def test_processes_report_a_rank_error() -> None:
+    fs = [ChannelFailure(0, 0, 0), ChannelFailure(0, 1, 0)]
+    with pytest.raises(RunError, match="every channel is dead"):
+        run_schedule(
+            pair_schedule(),
+            elements=4,
+            backend="gloo",
+            processes=True,
+            failures=fs,
+            idle_timeout_s=3,
+        )
+
+
+def test_processes_need_gloo() -> None:
+    with pytest.raises(InputError, match="processes run over gloo"):
+        run_schedule(pair_schedule(), backend="local", processes=True)
+
+
 def test_unknown_backend() -> None:
     with pytest.raises(InputError, match="unknown backend"):
         make_transports("mpi", 2)
@@ -344,3 +405,30 @@ def test_docs_example_prints_what_the_page_shows(capsys: pytest.CaptureFixture[s
     page = (root / "docs" / "runtime.md").read_text(encoding="utf-8")
     assert '--8<-- "docs_src/runtime/example.py"' in page
     assert '--8<-- "docs_src/runtime/example.txt"' in page
+
+
+def _racy() -> Schedule:
+    """Ranks 0 and 2 both reduce into rank 1's chunk with nothing ordering them: exact in
+    every order the executor tries (adds commute), but a race the verifier reports."""
+    ts = (
+        Transfer(0, 0, 1, 0, "reduce"),
+        Transfer(1, 2, 1, 0, "reduce"),
+        Transfer(2, 1, 0, 0, "copy", deps=(0, 1)),
+        Transfer(3, 1, 2, 0, "copy", deps=(0, 1)),
+    )
+    return Schedule("racy", 3, Fraction(8), uniform_chunks(1), ts)
+
+
+def test_cli_run_verify_runs_only_what_is_proved(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ok = runner.invoke(
+        app, ["run", "ring", "--backend", "local", "--verify", "--fail-channel", "0:0:1"]
+    )
+    assert ok.exit_code == 0, ok.output
+    assert "verified: deadlock_free, race_free, lossless, failover_lossless proved" in ok.output
+    path = tmp_path / "racy.json"
+    save_schedule(_racy(), path)
+    plain = runner.invoke(app, ["run", str(path), "--backend", "local"])
+    assert plain.exit_code == 0 and "exact on all 3 ranks" in plain.output
+    refused = runner.invoke(app, ["run", str(path), "--backend", "local", "--verify"])
+    assert refused.exit_code == 2
+    assert "--verify: race_free violated" in refused.output and "ran " not in refused.output

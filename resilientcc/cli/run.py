@@ -120,6 +120,22 @@ def run(
             "duplicate check; to see what it protects against).",
         ),
     ] = False,
+    processes: Annotated[
+        bool,
+        typer.Option(
+            "--processes",
+            help="Every rank a process of its own in torch.distributed's default gloo group "
+            "(else a thread; needs torch).",
+        ),
+    ] = False,
+    verify_first: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Prove the schedule with Z3 first (lossless, race-free, deadlock-free, and "
+            "failover-lossless with --fail-channel); run only what is proved.",
+        ),
+    ] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the inputs.")] = 0,
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds a rank may wait for a message.")
@@ -133,7 +149,8 @@ def run(
     Each rank's buffer holds whole numbers, so the sum is exact in any order; the run
     is right when every rank ends with the sum of all inputs. A killed channel's
     transfers move to the rank's next live channel and the receivers drop duplicates.
-    Exit code 1 when a result is wrong.
+    With --verify the schedule is proved first (Z3) and run only if it is. Exit code 1
+    when a result is wrong.
     """
     from resilientcc.runtime import run_schedule
     from resilientcc.schedules.executor import check
@@ -143,7 +160,7 @@ def run(
     if timeout <= 0:
         raise InputError(f"--timeout: must be positive, got {timeout:g}")
     failures = [parse_channel_failure(t) for t in fail_channel or []]
-    chosen = _backend(backend)
+    chosen = "gloo" if processes and backend == "auto" else _backend(backend)
     path = Path(schedule)
     if path.is_file():
         if option:
@@ -158,6 +175,8 @@ def run(
         sched = generate(
             schedule, topo, parse_size_option(size), **generator_options(schedule, option)
         )
+    if verify_first:
+        _verify(sched, failover=bool(failures), quiet=as_json)
     result = run_schedule(
         sched,
         elements=elements,
@@ -166,6 +185,7 @@ def run(
         dedup=not no_dedup,
         seed=seed,
         idle_timeout_s=timeout,
+        processes=processes,
     )
     if as_json:
         typer.echo(json.dumps(asdict(result)))
@@ -175,13 +195,32 @@ def run(
         raise typer.Exit(EXIT_WRONG_RESULT)
 
 
+def _verify(sched: object, *, failover: bool, quiet: bool) -> None:
+    """Prove ``sched`` (Z3) or stop with the first property that is not proved."""
+    from resilientcc.verify import verify
+
+    report = verify(sched, failover=failover)  # type: ignore[arg-type]
+    if not report.proved:
+        bad = next(r for r in report.results if r.verdict != "proved")
+        raise InputError(
+            f"--verify: {bad.property} {bad.verdict} ({bad.detail}); not running it"
+            if bad.detail
+            else f"--verify: {bad.property} {bad.verdict}; not running it"
+        )
+    if not quiet:
+        props = ", ".join(r.property for r in report.results)
+        seconds = sum(r.seconds for r in report.results)
+        typer.echo(f"verified: {props} proved in {seconds:.2f} s")
+
+
 def _print(r: object) -> None:
     from resilientcc.runtime import RunResult
 
     assert isinstance(r, RunResult)
     typer.echo(
         f"ran {r.schedule}: {r.ranks} ranks, {r.transfers:,} transfers, {r.elements:,} float64 "
-        f"per buffer, backend {r.backend}, {r.wall_s * 1e3:.1f} ms wall"
+        f"per buffer, backend {r.backend} ({'processes' if r.processes else 'threads'}), "
+        f"{r.wall_s * 1e3:.1f} ms wall"
     )
     typer.echo(
         f"  messages: {r.sent:,} data ({r.payload_elements * 8 / 2**20:.2f} MiB), "

@@ -1,10 +1,11 @@
-"""Run a schedule on real buffers, every rank a thread of this process, and check the result.
+"""Run a schedule on real buffers and check the result.
 
 :func:`run_schedule` gives every rank a buffer of ``elements`` float64 numbers (whole
 numbers drawn from ``seed``, so every sum is exact in any order), runs
-:func:`~resilientcc.runtime.engine.run_rank` on each in a thread of its own over the
-chosen transport (``local`` queues or torch.distributed's ``gloo``), and compares every
-rank's final buffer with the sum of all the inputs, element by element.
+:func:`~resilientcc.runtime.engine.run_rank` for each rank in a thread of its own over
+the chosen transport (``local`` queues or torch.distributed's ``gloo``), or in a process
+of its own over gloo (``processes``, :mod:`resilientcc.runtime.processes`), and compares
+every rank's final buffer with the sum of all the inputs, element by element.
 
 Examples:
     >>> from resilientcc.schedules.generators import generate
@@ -26,14 +27,12 @@ import numpy as np
 
 from resilientcc.errors import InputError
 from resilientcc.runtime.engine import ChannelFailure, RankStats, RunError, run_rank
-from resilientcc.runtime.plan import chunk_slices, rank_plans
+from resilientcc.runtime.plan import RankPlan, chunk_slices, rank_plans
+from resilientcc.runtime.processes import make_inputs, run_processes
 from resilientcc.runtime.transport import make_transports
 from resilientcc.schedules.ir import Schedule
 
 __all__ = ["RunResult", "run_schedule"]
-
-#: inputs are whole numbers in [-VALUE_RANGE, VALUE_RANGE]
-VALUE_RANGE = 1000
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,8 @@ class RunResult:
 
     Attributes:
         schedule: the schedule's name; ``ranks``, ``transfers``: its size.
-        backend: ``"local"`` or ``"gloo"``; ``elements``: numbers per buffer.
+        backend: ``"local"`` or ``"gloo"``; ``processes``: every rank a process (else
+            a thread); ``elements``: numbers per buffer.
         wall_s: wall-clock time of the run (threads started to threads joined).
         exact: every rank ends with the exact sum of all inputs.
         wrong_ranks: the ranks that do not (empty when ``exact``).
@@ -73,6 +73,7 @@ class RunResult:
     failed: int
     migrations: tuple[tuple[int, int, int], ...]
     dedup: bool = True
+    processes: bool = False
 
 
 def run_schedule(
@@ -84,8 +85,13 @@ def run_schedule(
     dedup: bool = True,
     seed: int = 0,
     idle_timeout_s: float = 60.0,
+    processes: bool = False,
 ) -> RunResult:
     """Run ``schedule`` on ``schedule.ranks`` buffers of ``elements`` numbers and check it.
+
+    Every rank is a thread of this process, or with ``processes`` (gloo only) a process
+    of its own that joins ``torch.distributed``'s default group
+    (:mod:`resilientcc.runtime.processes`).
 
     Raises:
         InputError: bad ``elements``, a failure on a rank or channel the schedule does
@@ -104,6 +110,8 @@ def run_schedule(
                 f"failure on channel {f.channel} of rank {f.rank}: the schedule's channels are "
                 f"{', '.join(map(str, schedule.channels))}"
             )
+    if processes and backend != "gloo":
+        raise InputError(f"processes run over gloo, not backend {backend!r}")
     plans = rank_plans(schedule)
     for f in failures:
         on = sum(len(ids) for (_, c), ids in plans[f.rank].connections.items() if c == f.channel)
@@ -116,13 +124,57 @@ def run_schedule(
                 else f"failure on channel {f.channel} of rank {f.rank}: the rank sends nothing on "
                 f"that channel"
             )
-    slices = chunk_slices(schedule, elements)
-    rng = np.random.default_rng(seed)
-    inputs = rng.integers(-VALUE_RANGE, VALUE_RANGE + 1, size=(schedule.ranks, elements)).astype(
-        np.float64
-    )
+    inputs = make_inputs(schedule.ranks, elements, seed)
     expected = inputs.sum(axis=0)
-    buffers = inputs.copy()
+    if processes:
+        buffers, done, wall = run_processes(
+            schedule,
+            elements=elements,
+            failures=failures,
+            dedup=dedup,
+            seed=seed,
+            idle_timeout_s=idle_timeout_s,
+        )
+    else:
+        buffers = inputs.copy()
+        done, wall = _run_threads(
+            schedule, plans, buffers, backend, failures, dedup, idle_timeout_s
+        )
+    diff = np.abs(buffers - expected[None, :])
+    wrong = tuple(int(r) for r in np.nonzero(diff.max(axis=1) > 0)[0])
+    return RunResult(
+        schedule=schedule.name,
+        ranks=schedule.ranks,
+        transfers=len(schedule.transfers),
+        backend=backend,
+        elements=elements,
+        wall_s=wall,
+        exact=not wrong,
+        wrong_ranks=wrong,
+        max_error=float(diff.max()),
+        sent=sum(s.sent for s in done),
+        resent=sum(s.resent for s in done),
+        duplicates=sum(s.duplicates for s in done),
+        control_messages=sum(s.control_messages for s in done),
+        payload_elements=sum(s.payload_elements for s in done),
+        failed=sum(len(s.failed_channels) for s in done),
+        migrations=tuple((s.rank, c, alt) for s in done for c, alt in sorted(s.migrated.items())),
+        dedup=dedup,
+        processes=processes,
+    )
+
+
+def _run_threads(
+    schedule: Schedule,
+    plans: Sequence[RankPlan],
+    buffers: np.ndarray,
+    backend: str,
+    failures: Sequence[ChannelFailure],
+    dedup: bool,
+    idle_timeout_s: float,
+) -> tuple[list[RankStats], float]:
+    """Every rank a thread over ``backend``'s transports, on ``buffers`` in place."""
+    slices = chunk_slices(schedule, buffers.shape[1])
     transports = make_transports(backend, schedule.ranks, timeout_s=max(idle_timeout_s, 30.0))
     stats: list[RankStats | None] = [None] * schedule.ranks
     errors: list[BaseException] = []
@@ -155,25 +207,4 @@ def run_schedule(
         if isinstance(first, RunError | InputError):
             raise first
         raise RunError(f"a rank failed: {type(first).__name__}: {first}") from first
-    done = [s for s in stats if s is not None]
-    diff = np.abs(buffers - expected[None, :])
-    wrong = tuple(int(r) for r in np.nonzero(diff.max(axis=1) > 0)[0])
-    return RunResult(
-        schedule=schedule.name,
-        ranks=schedule.ranks,
-        transfers=len(schedule.transfers),
-        backend=backend,
-        elements=elements,
-        wall_s=wall,
-        exact=not wrong,
-        wrong_ranks=wrong,
-        max_error=float(diff.max()),
-        sent=sum(s.sent for s in done),
-        resent=sum(s.resent for s in done),
-        duplicates=sum(s.duplicates for s in done),
-        control_messages=sum(s.control_messages for s in done),
-        payload_elements=sum(s.payload_elements for s in done),
-        failed=sum(len(s.failed_channels) for s in done),
-        migrations=tuple((s.rank, c, alt) for s in done for c, alt in sorted(s.migrated.items())),
-        dedup=dedup,
-    )
+    return [s for s in stats if s is not None], wall
