@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import tempfile
 import time
 import traceback
@@ -89,6 +90,9 @@ def _rank_main(
         kind = "run" if isinstance(exc, RunError) else "crash"
         detail = str(exc) if kind == "run" else traceback.format_exc(limit=3)
         (out / f"rank{rank}.error").write_text(f"{kind}\n{detail}", encoding="utf-8")
+        # gloo's receiving thread may still block in C++: leave without tearing it down
+        # (an interpreter exit would abort the process with "terminate called ...")
+        os._exit(1)
 
 
 def run_processes(
