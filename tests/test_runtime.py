@@ -28,6 +28,7 @@ from resilientcc.runtime import (
     RunError,
     chunk_slices,
     make_transports,
+    nic_failures,
     rank_plans,
     run_rank,
     run_schedule,
@@ -191,6 +192,20 @@ def test_any_single_channel_failure_ends_exact(algo: str, cluster: int, data) ->
     outcome = data.draw(st.sampled_from(["lost", "delivered"]))
     r = run_schedule(s, elements=50, failures=[ChannelFailure(rank, channel, after, outcome)])
     assert r.exact and r.failed == 1 and r.duplicates == r.resent
+
+
+def test_a_nic_of_a_server_fails_on_every_gpu_that_uses_it() -> None:
+    topo = degraded(2, 4, "0:1")
+    s = generate("optcc", topo, Fraction(2**20))
+    fs = nic_failures(s, topo, 1, 2, after=1, outcome="delivered")
+    assert fs and {f.rank for f in fs} <= {4, 5, 6, 7}
+    assert all((f.channel, f.after, f.outcome) == (2, 1, "delivered") for f in fs)
+    r = run_schedule(s, elements=64, failures=fs)
+    assert r.exact and r.failed == len(fs) and r.duplicates == r.resent >= len(fs)
+    with pytest.raises(InputError, match="servers 0, 1"):
+        nic_failures(s, topo, 2, 0)
+    with pytest.raises(InputError, match="never be noticed"):
+        nic_failures(s, topo, 1, 2, after=10**6)
 
 
 def test_two_channels_of_two_ranks_fail() -> None:
@@ -363,9 +378,18 @@ def test_cli_run_json_and_wrong_result_exit_code(tmp_path) -> None:  # type: ign
     assert "WRONG on 1 of 2 ranks (1)" in bad.output and "committed again" in bad.output
 
 
+def test_cli_run_fail_nic() -> None:
+    res = runner.invoke(app, ["run", "ring", "--backend", "local", "--fail-nic", "1:3:2:lost"])
+    assert res.exit_code == 0, res.output
+    assert "channel failures: 4 (rank 4 channel 3 -> 0, rank 5 channel 3 -> 0" in res.output
+    assert "exact on all 8 ranks" in res.output
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (["--fail-nic", "7:0"], "NIC failure on server 7"),
+        (["--fail-nic", "0:1:x"], "--fail-nic '0:1:x': SERVER, NIC and AFTER"),
         (["--fail-channel", "0:x"], "must be whole numbers"),
         (["--fail-channel", "0"], "RANK:CHANNEL"),
         (["--fail-channel", "0:0:0:maybe"], "OUTCOME must be one of"),

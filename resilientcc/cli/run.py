@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -25,6 +25,7 @@ from resilientcc.cli.common import (
     generator_options,
     handle_errors,
     load_schedule_file,
+    load_schedule_for,
     parse_size_option,
 )
 from resilientcc.errors import InputError
@@ -34,8 +35,9 @@ __all__ = ["parse_channel_failure", "run"]
 EXIT_WRONG_RESULT = 1
 
 
-def parse_channel_failure(text: str) -> object:
-    """``RANK:CHANNEL[:AFTER[:OUTCOME]]`` → a :class:`~resilientcc.runtime.ChannelFailure`.
+def parse_channel_failure(text: str, option: str = "--fail-channel") -> Any:
+    """``RANK:CHANNEL[:AFTER[:OUTCOME]]`` → a :class:`~resilientcc.runtime.ChannelFailure`
+    (for ``--fail-nic`` the same numbers read ``SERVER:NIC``).
 
     >>> parse_channel_failure("3:1:5:delivered")
     ChannelFailure(rank=3, channel=1, after=5, outcome='delivered')
@@ -45,15 +47,16 @@ def parse_channel_failure(text: str) -> object:
     from resilientcc.runtime import OUTCOMES, ChannelFailure
 
     parts = text.split(":")
-    where = f"--fail-channel {text!r}"
+    where = f"{option} {text!r}"
+    first, second = ("SERVER", "NIC") if option == "--fail-nic" else ("RANK", "CHANNEL")
     if not 2 <= len(parts) <= 4:
-        raise InputError(f"{where}: expected RANK:CHANNEL[:AFTER[:OUTCOME]], e.g. 0:1:3:lost")
+        raise InputError(f"{where}: expected {first}:{second}[:AFTER[:OUTCOME]], e.g. 0:1:3:lost")
     try:
         numbers = [int(p) for p in parts[:3]]
     except ValueError:
-        raise InputError(f"{where}: RANK, CHANNEL and AFTER must be whole numbers") from None
+        raise InputError(f"{where}: {first}, {second} and AFTER must be whole numbers") from None
     if min(numbers) < 0:
-        raise InputError(f"{where}: RANK, CHANNEL and AFTER must not be negative")
+        raise InputError(f"{where}: {first}, {second} and AFTER must not be negative")
     outcome = parts[3] if len(parts) == 4 else "lost"
     if outcome not in OUTCOMES:
         raise InputError(f"{where}: OUTCOME must be one of {', '.join(OUTCOMES)}")
@@ -112,6 +115,14 @@ def run(
             "RANK:CHANNEL[:AFTER[:OUTCOME]], OUTCOME lost (default) or delivered. Repeatable.",
         ),
     ] = None,
+    fail_nic: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-nic",
+            help="Kill NIC of SERVER for every GPU of it that uses it, each as it sends its "
+            "AFTER-th transfer on it: SERVER:NIC[:AFTER[:OUTCOME]]. Repeatable.",
+        ),
+    ] = None,
     no_dedup: Annotated[
         bool,
         typer.Option(
@@ -152,20 +163,25 @@ def run(
     With --verify the schedule is proved first (Z3) and run only if it is. Exit code 1
     when a result is wrong.
     """
-    from resilientcc.runtime import run_schedule
+    from resilientcc.runtime import nic_failures, run_schedule
     from resilientcc.schedules.executor import check
 
     if elements < 1:
         raise InputError(f"--elements: must be at least 1, got {elements}")
     if timeout <= 0:
         raise InputError(f"--timeout: must be positive, got {timeout:g}")
-    failures = [parse_channel_failure(t) for t in fail_channel or []]
+    failures: list[Any] = [parse_channel_failure(t) for t in fail_channel or []]
+    nics = [parse_channel_failure(t, "--fail-nic") for t in fail_nic or []]
     chosen = "gloo" if processes and backend == "auto" else _backend(backend)
     path = Path(schedule)
     if path.is_file():
         if option:
             raise InputError("-O: options shape a generated schedule, not a schedule file")
-        sched = check(load_schedule_file(path))
+        if nics:  # the schedule must be for the cluster the options describe
+            topo = build_topology(ctx)
+            sched = check(load_schedule_for(path, topo))
+        else:
+            sched = check(load_schedule_file(path))
     elif path.suffix.lower() in (".json", ".xml") or "/" in schedule:
         raise InputError(f"{schedule}: no such schedule file")
     else:
@@ -175,6 +191,8 @@ def run(
         sched = generate(
             schedule, topo, parse_size_option(size), **generator_options(schedule, option)
         )
+    for f in nics:  # parsed as RANK:CHANNEL: here SERVER:NIC
+        failures += nic_failures(sched, topo, f.rank, f.channel, f.after, f.outcome)
     if verify_first:
         _verify(sched, failover=bool(failures), quiet=as_json)
     result = run_schedule(

@@ -10,7 +10,7 @@ dependency) and ``gloo`` (torch.distributed on the CPU, ``pip install
 """
 
 from resilientcc.runtime.engine import OUTCOMES, ChannelFailure, RankStats, RunError, run_rank
-from resilientcc.runtime.launch import RunResult, run_schedule
+from resilientcc.runtime.launch import RunResult, nic_failures, run_schedule
 from resilientcc.runtime.plan import RankPlan, chunk_slices, issue_order, rank_plans
 from resilientcc.runtime.transport import BACKENDS, make_transports
 
@@ -25,6 +25,7 @@ __all__ = [
     "chunk_slices",
     "issue_order",
     "make_transports",
+    "nic_failures",
     "rank_plans",
     "run_rank",
     "run_schedule",

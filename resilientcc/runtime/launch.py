@@ -31,8 +31,9 @@ from resilientcc.runtime.plan import RankPlan, chunk_slices, rank_plans
 from resilientcc.runtime.processes import make_inputs, run_processes
 from resilientcc.runtime.transport import make_transports
 from resilientcc.schedules.ir import Schedule
+from resilientcc.topology.model import Topology
 
-__all__ = ["RunResult", "run_schedule"]
+__all__ = ["RunResult", "nic_failures", "run_schedule"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,52 @@ class RunResult:
     migrations: tuple[tuple[int, int, int], ...]
     dedup: bool = True
     processes: bool = False
+
+
+def nic_failures(
+    schedule: Schedule,
+    topology: Topology,
+    server: int,
+    nic: int,
+    after: int = 0,
+    outcome: str = "lost",
+) -> list[ChannelFailure]:
+    """NIC ``nic`` of ``server`` dying: channel ``nic`` fails on every GPU of the server
+    that sends on it, as each sends its ``after``-th transfer there.
+
+    Each GPU finds the NIC dead at its own send (there is no shared clock across ranks);
+    GPUs that send ``after`` transfers or fewer on it never notice and are left out.
+
+    Raises:
+        InputError: unknown server, or no GPU of it would notice.
+
+    >>> from fractions import Fraction
+    >>> from resilientcc.schedules.generators import generate
+    >>> from resilientcc.topology import hierarchical
+    >>> t = hierarchical(2, 2)
+    >>> [f.rank for f in nic_failures(generate("ring", t, Fraction(2**20)), t, 1, 0, after=2)]
+    [2, 3]
+    """
+    gpus = topology.gpus_of_server.get(server)
+    if gpus is None:
+        raise InputError(
+            f"NIC failure on server {server}: the cluster has servers "
+            f"{', '.join(map(str, topology.servers))}"
+        )
+    plans = rank_plans(schedule)
+    out = []
+    for g in gpus:
+        assert g.rank is not None
+        sends = sum(len(v) for (_, c), v in plans[g.rank].connections.items() if c == nic)
+        if after < sends:
+            out.append(ChannelFailure(g.rank, nic, after, outcome))
+    if not out:
+        raise InputError(
+            f"NIC {nic} of server {server} after {after} sends: no GPU of the server sends "
+            f"more than {after} transfer{'s' if after != 1 else ''} on channel {nic}, so it "
+            "would never be noticed"
+        )
+    return out
 
 
 def run_schedule(
