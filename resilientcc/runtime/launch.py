@@ -98,8 +98,8 @@ def nic_failures(
     >>> from resilientcc.schedules.generators import generate
     >>> from resilientcc.topology import hierarchical
     >>> t = hierarchical(2, 2)
-    >>> [f.rank for f in nic_failures(generate("ring", t, Fraction(2**20)), t, 1, 0, after=2)]
-    [2, 3]
+    >>> tuple(f.rank for f in nic_failures(generate("ring", t, Fraction(2**20)), t, 1, 0, after=2))
+    (2, 3)
     """
     gpus = topology.gpus_of_server.get(server)
     if gpus is None:
