@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -30,12 +30,16 @@ from resilientcc.cli.common import (
 )
 from resilientcc.errors import InputError
 
+if TYPE_CHECKING:  # the runtime and the schedules are imported when a command runs
+    from resilientcc.runtime import ChannelFailure, RunResult
+    from resilientcc.schedules.ir import Schedule
+
 __all__ = ["parse_channel_failure", "run"]
 
 EXIT_WRONG_RESULT = 1
 
 
-def parse_channel_failure(text: str, option: str = "--fail-channel") -> Any:
+def parse_channel_failure(text: str, option: str = "--fail-channel") -> ChannelFailure:
     """``RANK:CHANNEL[:AFTER[:OUTCOME]]`` → a :class:`~resilientcc.runtime.ChannelFailure`
     (for ``--fail-nic`` the same numbers read ``SERVER:NIC``).
 
@@ -64,15 +68,10 @@ def parse_channel_failure(text: str, option: str = "--fail-channel") -> Any:
 
 
 def _backend(name: str) -> str:
-    from resilientcc.runtime import BACKENDS
+    from resilientcc.runtime import BACKENDS, gloo_available
 
     if name == "auto":
-        try:
-            import torch.distributed as dist
-
-            return "gloo" if dist.is_available() and dist.is_gloo_available() else "local"
-        except ImportError:
-            return "local"
+        return "gloo" if gloo_available() else "local"
     if name not in BACKENDS:
         raise InputError(f"--backend: must be auto, {', '.join(BACKENDS)}; got {name!r}")
     return name
@@ -170,7 +169,7 @@ def run(
         raise InputError(f"--elements: must be at least 1, got {elements}")
     if timeout <= 0:
         raise InputError(f"--timeout: must be positive, got {timeout:g}")
-    failures: list[Any] = [parse_channel_failure(t) for t in fail_channel or []]
+    failures: list[ChannelFailure] = [parse_channel_failure(t) for t in fail_channel or []]
     nics = [parse_channel_failure(t, "--fail-nic") for t in fail_nic or []]
     chosen = "gloo" if processes and backend == "auto" else _backend(backend)
     path = Path(schedule)
@@ -199,7 +198,7 @@ def run(
         sched,
         elements=elements,
         backend=chosen,
-        failures=failures,  # type: ignore[arg-type]
+        failures=failures,
         dedup=not no_dedup,
         seed=seed,
         idle_timeout_s=timeout,
@@ -213,11 +212,11 @@ def run(
         raise typer.Exit(EXIT_WRONG_RESULT)
 
 
-def _verify(sched: object, *, failover: bool, quiet: bool) -> None:
+def _verify(sched: Schedule, *, failover: bool, quiet: bool) -> None:
     """Prove ``sched`` (Z3) or stop with the first property that is not proved."""
     from resilientcc.verify import verify
 
-    report = verify(sched, failover=failover)  # type: ignore[arg-type]
+    report = verify(sched, failover=failover)
     if not report.proved:
         bad = next(r for r in report.results if r.verdict != "proved")
         raise InputError(
@@ -231,10 +230,7 @@ def _verify(sched: object, *, failover: bool, quiet: bool) -> None:
         typer.echo(f"verified: {props} proved in {seconds:.2f} s")
 
 
-def _print(r: object) -> None:
-    from resilientcc.runtime import RunResult
-
-    assert isinstance(r, RunResult)
+def _print(r: RunResult) -> None:
     typer.echo(
         f"ran {r.schedule}: {r.ranks} ranks, {r.transfers:,} transfers, {r.elements:,} float64 "
         f"per buffer, backend {r.backend} ({'processes' if r.processes else 'threads'}), "

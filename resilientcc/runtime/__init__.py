@@ -12,7 +12,7 @@ dependency) and ``gloo`` (torch.distributed on the CPU, ``pip install
 from resilientcc.runtime.engine import OUTCOMES, ChannelFailure, RankStats, RunError, run_rank
 from resilientcc.runtime.launch import RunResult, nic_failures, run_schedule
 from resilientcc.runtime.plan import RankPlan, chunk_slices, issue_order, rank_plans
-from resilientcc.runtime.transport import BACKENDS, make_transports
+from resilientcc.runtime.transport import BACKENDS, gloo_available, make_transports
 
 __all__ = [
     "BACKENDS",
@@ -23,6 +23,7 @@ __all__ = [
     "RunError",
     "RunResult",
     "chunk_slices",
+    "gloo_available",
     "issue_order",
     "make_transports",
     "nic_failures",

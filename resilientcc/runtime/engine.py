@@ -82,7 +82,6 @@ class RankStats:
     duplicates: int = 0
     payload_elements: int = 0
     control_messages: int = 0
-    failed_channels: list[int] = field(default_factory=list)
     migrated: dict[int, int] = field(default_factory=dict)  # dead channel -> channel used
 
 
@@ -121,13 +120,14 @@ def run_rank(
     sent_on: dict[int, int] = {}  # channel -> transfers sent on it so far
     known: set[int] = set()  # completed transfers this rank knows of
     committed: set[int] = set()
-    unacked: dict[int, int] = {}  # id -> channel it was last sent on
+    # id -> (channel it was last sent on, the data read when it was issued): kept until
+    # acknowledged, for re-sending
+    unacked: dict[int, tuple[int, np.ndarray]] = {}
     queues = {k: list(ids) for k, ids in plan.connections.items()}
     heads = {k: 0 for k in queues}
     waiting = set(queues)  # connections with transfers left to issue
     ends = 0
     end_sent = False
-    payload_of_sent: dict[int, np.ndarray] = {}  # kept until acknowledged
 
     def payload_of(t: Transfer) -> np.ndarray:
         parts = [buffer[a:b] for a, b in transfer_slices(t, slices)]
@@ -146,7 +146,7 @@ def run_rank(
         transport.send(t.dst, _header(DATA, me, t.id, data.size, channel), data)
         stats.sent += 1
         stats.payload_elements += data.size
-        unacked[t.id] = channel
+        unacked[t.id] = (channel, data)
 
     def issue(t: Transfer) -> None:
         data = payload_of(t)  # read when issued
@@ -156,21 +156,19 @@ def run_rank(
         elif c in fail_at and sent_on.get(c, 0) == fail_at[c].after:
             f = fail_at[c]
             dead.add(c)
-            stats.failed_channels.append(c)
             if f.outcome == "delivered":  # it arrives, but the sender cannot tell
                 transmit(t, c, data)
             alt = surviving(c)
             stats.migrated[c] = alt
             # everything on c not acknowledged: maybe delivered, maybe not; send it again
-            for tid, ch in sorted(unacked.items()):
+            for tid, (ch, sent) in sorted(unacked.items()):
                 if ch == c and tid != t.id:
-                    transmit(by_id[tid], alt, payload_of_sent[tid])
+                    transmit(by_id[tid], alt, sent)
                     stats.resent += 1
             if f.outcome == "delivered":
                 stats.resent += 1
             c = alt
         sent_on[t.channel] = sent_on.get(t.channel, 0) + 1
-        payload_of_sent[t.id] = data
         transmit(t, c, data)
 
     def commit(tid: int, payload: np.ndarray) -> None:
@@ -238,9 +236,7 @@ def run_rank(
             assert payload is not None
             commit(tid, payload)
         elif kind == ACK:
-            if tid in unacked:
-                del unacked[tid]
-                payload_of_sent.pop(tid, None)
+            unacked.pop(tid, None)
             known.add(tid)
         elif kind == DONE:
             known.add(tid)

@@ -111,8 +111,7 @@ def nic_failures(
     out = []
     for g in gpus:
         assert g.rank is not None
-        sends = sum(len(v) for (_, c), v in plans[g.rank].connections.items() if c == nic)
-        if after < sends:
+        if after < plans[g.rank].sends_on(nic):
             out.append(ChannelFailure(g.rank, nic, after, outcome))
     if not out:
         raise InputError(
@@ -161,7 +160,7 @@ def run_schedule(
         raise InputError(f"processes run over gloo, not backend {backend!r}")
     plans = rank_plans(schedule)
     for f in failures:
-        on = sum(len(ids) for (_, c), ids in plans[f.rank].connections.items() if c == f.channel)
+        on = plans[f.rank].sends_on(f.channel)
         if f.after >= on:
             raise InputError(
                 f"failure on channel {f.channel} of rank {f.rank} after {f.after} sends: it "
@@ -204,7 +203,7 @@ def run_schedule(
         duplicates=sum(s.duplicates for s in done),
         control_messages=sum(s.control_messages for s in done),
         payload_elements=sum(s.payload_elements for s in done),
-        failed=sum(len(s.failed_channels) for s in done),
+        failed=sum(len(s.migrated) for s in done),
         migrations=tuple((s.rank, c, alt) for s in done for c, alt in sorted(s.migrated.items())),
         dedup=dedup,
         processes=processes,

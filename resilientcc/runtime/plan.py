@@ -51,6 +51,10 @@ class RankPlan:
         """How many transfers it sends."""
         return sum(len(ids) for ids in self.connections.values())
 
+    def sends_on(self, channel: int) -> int:
+        """How many transfers it sends on ``channel`` (to any rank)."""
+        return sum(len(ids) for (_, c), ids in self.connections.items() if c == channel)
+
 
 def rank_plans(schedule: Schedule) -> tuple[RankPlan, ...]:
     """Every rank's :class:`RankPlan`, after checking that the run cannot deadlock.

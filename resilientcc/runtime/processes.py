@@ -26,6 +26,7 @@ import numpy as np
 from resilientcc.errors import InputError
 from resilientcc.runtime.engine import ChannelFailure, RankStats, RunError, run_rank
 from resilientcc.runtime.plan import chunk_slices, rank_plans
+from resilientcc.runtime.transport import gloo_available
 from resilientcc.schedules.ir import Schedule
 from resilientcc.schedules.serialize import load_schedule, save_schedule
 
@@ -110,12 +111,8 @@ def run_processes(
         InputError: torch (with gloo) is not installed.
         RunError: a rank failed or did not finish (its message, the first one).
     """
-    try:
-        import torch.distributed as dist
-    except ImportError as exc:
-        raise InputError("processes need torch: pip install 'resilientcc[runtime]'") from exc
-    if not dist.is_available() or not dist.is_gloo_available():
-        raise InputError("processes: this torch build has no gloo backend")
+    if not gloo_available():
+        raise InputError("processes need torch with gloo: pip install 'resilientcc[runtime]'")
     ctx = multiprocessing.get_context("spawn")
     fails = [(f.rank, f.channel, f.after, f.outcome) for f in failures]
     with tempfile.TemporaryDirectory(prefix="rcc-run-") as folder:

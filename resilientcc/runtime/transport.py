@@ -38,6 +38,7 @@ __all__ = [
     "LocalTransport",
     "Message",
     "Transport",
+    "gloo_available",
     "make_transports",
 ]
 
@@ -143,6 +144,15 @@ class GlooTransport:
         self._thread.join(timeout=10)
 
 
+def gloo_available() -> bool:
+    """Whether torch is installed with torch.distributed's gloo backend (imports torch)."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return False
+    return bool(dist.is_available() and dist.is_gloo_available())
+
+
 def make_transports(backend: str, world: int, timeout_s: float = 60.0) -> list[Transport]:
     """One transport per rank of a ``world``-rank run, all in this process.
 
@@ -154,15 +164,13 @@ def make_transports(backend: str, world: int, timeout_s: float = 60.0) -> list[T
         return [LocalTransport(r, inboxes) for r in range(world)]
     if backend != "gloo":
         raise InputError(f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
-    try:
-        import torch.distributed as dist
-    except ImportError as exc:
+    if not gloo_available():
         raise InputError(
-            "backend 'gloo' needs torch: pip install 'resilientcc[runtime]' "
+            "backend 'gloo' needs torch with gloo: pip install 'resilientcc[runtime]' "
             "(or use --backend local)"
-        ) from exc
-    if not dist.is_available() or not dist.is_gloo_available():
-        raise InputError("backend 'gloo': this torch build has no gloo backend")
+        )
+    import torch.distributed as dist
+
     store = dist.HashStore()
     groups: list[Any] = [None] * world
     errors: list[BaseException] = []
