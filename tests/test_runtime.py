@@ -2,7 +2,9 @@
 
 Known answers on hand-made schedules, every generator on degraded clusters (hypothesis
 over buffer lengths and seeds, including buffers shorter than the chunk count), every
-failure point of a rank's channel (both outcomes) ending exact, and mutants the run must
+failure point of a rank's channel (each outcome, a silent one found by the
+acknowledgement timeout) ending exact, live channels given up too early ending exact,
+and mutants the run must
 catch: a receiver without its duplicate check, a schedule with a copy for a reduce, a
 lost message (no progress), a deadlocking schedule. The gloo tests run where torch is
 installed and skip elsewhere.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -178,6 +181,44 @@ def test_any_single_channel_failure_ends_exact(algo: str, cluster: int, data) ->
     assert r.exact and r.failed == 1 and r.duplicates == r.resent
 
 
+@pytest.mark.parametrize("algo", ["ring", "optcc", "r2cc_allreduce"])
+def test_a_silent_failure_is_found_by_its_timeout_and_ends_exact(algo: str) -> None:
+    # the channel swallows everything from its AFTER-th send on, with no error; the
+    # sender finds out only from the missing acknowledgements
+    s = generate(algo, degraded(2, 4, "0:1"), Fraction(2**20))
+    plan = rank_plans(s)[0]
+    channel = max(s.channels, key=plan.sends_on)
+    sends = plan.sends_on(channel)
+    for after in sorted({0, sends // 2, sends - 1}):
+        f = ChannelFailure(0, channel, after, "silent")
+        r = run_schedule(s, elements=100, failures=[f], seed=after, ack_timeout_s=0.4)
+        assert r.exact, (after, r)
+        assert (0, channel) in {m[:2] for m in r.migrations}
+        assert r.dropped >= 1 and r.detect_s >= 0.4
+        # every swallowed message is sent again once; the other re-sends (delivered, not
+        # acknowledged yet) are the duplicates the receivers drop
+        assert r.resent == r.dropped + r.duplicates
+        assert r.sent == len(s.transfers) + r.resent
+
+
+def test_giving_up_live_channels_too_early_costs_re_sends_not_correctness() -> None:
+    # a timeout far below the acknowledgements' round trip gives up healthy channels:
+    # their unacknowledged transfers are re-sent and the receivers drop the copies
+    s = generate("optcc", degraded(2, 4, "0:1"), Fraction(2**20))
+    # (and never a rank's last live channel: that would end in "every channel is dead")
+    r = run_schedule(s, elements=64, ack_timeout_s=1e-5)
+    assert r.exact and r.failed >= 1 and r.dropped == 0
+    assert r.resent == r.duplicates >= 1
+
+
+def test_a_silent_failure_of_the_last_live_channel_stops_with_an_error() -> None:
+    # channel 0 dies at once, channel 1 (the last) silently: never given up on the
+    # timeout, so the rank waits for its acknowledgement until --timeout
+    fs = [ChannelFailure(0, 0, 0), ChannelFailure(0, 1, 0, "silent")]
+    with pytest.raises(RunError, match="no message for 1 s"):
+        run_schedule(pair_schedule(), elements=4, failures=fs, idle_timeout_s=1, ack_timeout_s=0.1)
+
+
 def test_a_nic_of_a_server_fails_on_every_gpu_that_uses_it() -> None:
     topo = degraded(2, 4, "0:1")
     s = generate("optcc", topo, Fraction(2**20))
@@ -275,11 +316,16 @@ def test_a_lost_message_stops_progress_with_a_clear_error() -> None:
 
 @needs_gloo
 @pytest.mark.parametrize("algo", ["ring", "optcc"])
-def test_gloo_runs_exact_with_a_failure(algo: str) -> None:
+@pytest.mark.parametrize("outcome", ["delivered", "silent"])
+def test_gloo_runs_exact_with_a_failure(algo: str, outcome: str) -> None:
     s = generate(algo, degraded(2, 4, "0:1"), Fraction(2**20))
-    f = [ChannelFailure(0, s.channels[0], 1, "delivered")]
-    r = run_schedule(s, elements=300, backend="gloo", failures=f, idle_timeout_s=30)
-    assert r.backend == "gloo" and r.exact and r.failed == 1
+    f = [ChannelFailure(0, s.channels[0], 1, outcome)]
+    r = run_schedule(
+        s, elements=300, backend="gloo", failures=f, idle_timeout_s=30, ack_timeout_s=1.0
+    )
+    assert r.backend == "gloo" and r.exact
+    assert (0, s.channels[0]) in {m[:2] for m in r.migrations}
+    assert (r.dropped >= 1) == (outcome == "silent")
 
 
 @needs_gloo
@@ -292,10 +338,16 @@ def test_gloo_catches_the_dedup_mutant() -> None:
 @needs_gloo
 def test_processes_run_exact_and_catch_the_dedup_mutant() -> None:
     # every rank a process in torch.distributed's default gloo group
+    # (one failure announced, one silent on another rank, found by its timeout)
     s = generate("ring", degraded(2, 2, "0:1"), Fraction(2**20))
-    kill = [ChannelFailure(0, 0, 2, "delivered")]
-    ok = run_schedule(s, elements=64, backend="gloo", processes=True, failures=kill)
-    assert ok.processes and ok.exact and ok.failed == 1 and ok.duplicates == ok.resent >= 1
+    quiet = max(s.channels, key=rank_plans(s)[1].sends_on)
+    kill = [ChannelFailure(0, 0, 2, "delivered"), ChannelFailure(1, quiet, 1, "silent")]
+    ok = run_schedule(
+        s, elements=64, backend="gloo", processes=True, failures=kill, ack_timeout_s=2.0
+    )
+    assert ok.processes and ok.exact and ok.dropped >= 1
+    assert {(0, 0), (1, quiet)} <= {m[:2] for m in ok.migrations}
+    assert ok.resent == ok.dropped + ok.duplicates and ok.duplicates >= 1
     f = [ChannelFailure(0, 0, 0, "delivered")]
     bad = run_schedule(
         pair_schedule(), elements=8, backend="gloo", processes=True, failures=f, dedup=False
@@ -367,6 +419,13 @@ def test_cli_run_fail_nic() -> None:
     assert res.exit_code == 0, res.output
     assert "channel failures: 4 (rank 4 channel 3 -> 0, rank 5 channel 3 -> 0" in res.output
     assert "exact on all 8 ranks" in res.output
+    silent = ["run", "ring", "--backend", "local", "--fail-nic", "1:3:2:silent"]
+    res = runner.invoke(app, [*silent, "--ack-timeout", "0.3"])
+    assert res.exit_code == 0, res.output
+    # each of the 4 GPUs swallows at least one message before its timeout
+    swallowed = re.search(r"silent failures: (\d+) messages swallowed", res.output)
+    assert swallowed and int(swallowed.group(1)) >= 4, res.output
+    assert "acknowledgement timeout 0.3 s" in res.output and "exact on all 8" in res.output
 
 
 @pytest.mark.parametrize(
@@ -382,6 +441,7 @@ def test_cli_run_fail_nic() -> None:
         (["--elements", "0"], "--elements: must be at least 1"),
         (["--backend", "mpi"], "--backend"),
         (["--timeout", "0"], "--timeout"),
+        (["--ack-timeout", "-1"], "--ack-timeout: must be positive"),
     ],
 )
 def test_cli_run_bad_input(args: list[str], message: str) -> None:

@@ -111,7 +111,9 @@ def run(
         typer.Option(
             "--fail-channel",
             help="Kill channel (NIC) CHANNEL of RANK as it sends its AFTER-th transfer on it: "
-            "RANK:CHANNEL[:AFTER[:OUTCOME]], OUTCOME lost (default) or delivered. Repeatable.",
+            "RANK:CHANNEL[:AFTER[:OUTCOME]], OUTCOME lost (default) or delivered (the sender "
+            "knows at once), or silent (the channel swallows what it is given until the "
+            "sender's acknowledgement timeout). Repeatable.",
         ),
     ] = None,
     fail_nic: Annotated[
@@ -150,6 +152,15 @@ def run(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds a rank may wait for a message.")
     ] = 60.0,
+    ack_timeout: Annotated[
+        float,
+        typer.Option(
+            "--ack-timeout",
+            help="Seconds a channel with sends waiting may go without an acknowledgement "
+            "before its rank gives it up and re-sends on another (how silent failures are "
+            "found; a live channel given up costs only re-sends).",
+        ),
+    ] = 10.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run SCHEDULE on real buffers, every rank a thread, and check every rank's result.
@@ -169,6 +180,8 @@ def run(
         raise InputError(f"--elements: must be at least 1, got {elements}")
     if timeout <= 0:
         raise InputError(f"--timeout: must be positive, got {timeout:g}")
+    if ack_timeout <= 0:
+        raise InputError(f"--ack-timeout: must be positive, got {ack_timeout:g}")
     failures: list[ChannelFailure] = [parse_channel_failure(t) for t in fail_channel or []]
     nics = [parse_channel_failure(t, "--fail-nic") for t in fail_nic or []]
     chosen = "gloo" if processes and backend == "auto" else _backend(backend)
@@ -203,6 +216,7 @@ def run(
         seed=seed,
         idle_timeout_s=timeout,
         processes=processes,
+        ack_timeout_s=ack_timeout,
     )
     if as_json:
         typer.echo(json.dumps(asdict(result)))
@@ -247,6 +261,16 @@ def _print(r: RunResult) -> None:
             f"{r.duplicates} duplicate{'s' if r.duplicates != 1 else ''} "
             + ("dropped" if r.dedup else "committed again (--no-dedup)")
         )
+    if r.dropped:
+        typer.echo(
+            f"  silent failures: {r.dropped} message{'s' if r.dropped != 1 else ''} swallowed, "
+            f"found after at most {r.detect_s:.2f} s (acknowledgement timeout "
+            f"{r.ack_timeout_s:g} s)"
+        )
+    typer.echo(
+        f"  longest wait for an acknowledgement on a channel: {r.max_ack_gap_s * 1e3:.1f} ms "
+        f"(a channel is given up after {r.ack_timeout_s:g} s)"
+    )
     if r.exact:
         typer.echo(f"result: exact on all {r.ranks} ranks (every rank holds the sum of all inputs)")
     else:

@@ -2,9 +2,9 @@
 
 :func:`run_schedule` executes a :class:`~resilientcc.schedules.ir.Schedule` with the
 IR's semantics (deps, FIFO connections; :mod:`resilientcc.runtime.plan`), injects NIC
-channel failures and migrates their transfers losslessly
-(:mod:`resilientcc.runtime.engine`), and checks every rank's result against the exact
-sum. Transports (:mod:`resilientcc.runtime.transport`): ``local`` (in-process queues, no
+channel failures (announced by a send error, or silent and found by an acknowledgement
+timeout), migrates their transfers losslessly (:mod:`resilientcc.runtime.engine`), and
+checks every rank's result against the exact sum. Transports (:mod:`resilientcc.runtime.transport`): ``local`` (in-process queues, no
 dependency) and ``gloo`` (torch.distributed on the CPU, ``pip install
 'resilientcc[runtime]'``; torch is imported only then).
 """

@@ -19,18 +19,28 @@ loop may take give the same result.
 Channel ``c`` of rank ``r`` (one of its NICs) dies when ``r`` is about to send its
 ``after``-th transfer on it (counting from 0). That transfer is in flight and is
 ``delivered`` (the receiver commits it, but the sender cannot tell) or ``lost`` (a
-half-delivered transfer is never committed, so it counts as lost). The migration
-protocol: the sender re-sends, on a surviving channel of its own (the next one of the
-schedule's channels that is alive), the in-flight transfer and every transfer it sent
-on ``c`` that is not acknowledged yet (they may or may not have been delivered: it
-cannot tell), and sends every later transfer of ``c`` there too, each connection still
-in its own FIFO order. The receiver commits a transfer id at most once and drops
-duplicates (``dedup``; without it a re-sent reduce is added twice, which the run's
-check catches).
+half-delivered transfer is never committed, so it counts as lost), and the sender
+knows at once that ``c`` is dead (a send error). Or it is ``silent``: ``c`` drops that
+transfer and every later one the rank sends on it, with no error, and the rank finds
+out when a channel with sends waiting has had no acknowledgement for ``ack_timeout_s``
+(counted from its oldest waiting send or its latest acknowledgement, whichever is
+later). The timeout watches every channel and cannot tell a dead one from one whose
+receiver is slow: a live channel that stalls that long is given up too, which costs
+re-sends and nothing else (the receiver drops the duplicates), and a rank's last live
+channel is never given up on a timeout alone. The migration protocol, once the sender knows: it re-sends, on
+a surviving channel of its own (the next one of the schedule's channels that is
+alive), the in-flight transfer and every transfer it sent on ``c`` that is not
+acknowledged yet (they may or may not have been delivered: it cannot tell), and sends
+every later transfer of ``c`` there too, each connection still in its own FIFO order.
+The receiver commits a transfer id at most once and drops duplicates (``dedup``;
+without it a re-sent reduce is added twice, which the run's check catches).
+Acknowledgements and notices are not lost (they stand for a control path of their own).
 """
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -43,7 +53,7 @@ from resilientcc.schedules.ir import COPY, Schedule, Transfer
 
 __all__ = ["OUTCOMES", "ChannelFailure", "RankStats", "RunError", "run_rank"]
 
-OUTCOMES = ("delivered", "lost")
+OUTCOMES = ("delivered", "lost", "silent")
 
 
 class RunError(ResilientCCError):
@@ -55,7 +65,9 @@ class ChannelFailure:
     """Channel ``channel`` of rank ``rank`` dies as it sends its ``after``-th transfer on it.
 
     ``outcome``: what happens to that transfer, ``"delivered"`` (committed by the
-    receiver, unknown to the sender) or ``"lost"``.
+    receiver, unknown to the sender) or ``"lost"``; the sender knows the channel is dead
+    at once. ``"silent"``: that transfer and every later one sent on the channel are
+    lost without an error, and the sender finds out from a missing acknowledgement.
     """
 
     rank: int
@@ -83,6 +95,9 @@ class RankStats:
     payload_elements: int = 0
     control_messages: int = 0
     migrated: dict[int, int] = field(default_factory=dict)  # dead channel -> channel used
+    dropped: int = 0  # messages a silently dead channel swallowed
+    detect_s: float = 0.0  # longest wait from a silent failure to its timeout
+    max_ack_gap_s: float = 0.0  # longest a waiting channel went without an acknowledgement
 
 
 def _header(kind: int, rank: int, tid: int, n: int = 0, channel: int = 0) -> np.ndarray:
@@ -101,11 +116,13 @@ def run_rank(
     failures: Sequence[ChannelFailure] = (),
     dedup: bool = True,
     idle_timeout_s: float = 60.0,
+    ack_timeout_s: float = 10.0,
 ) -> RankStats:
     """Run ``plan`` (rank ``plan.rank`` of ``schedule``) on ``buffer``, in place.
 
     ``slices``: each chunk's element range (:func:`~resilientcc.runtime.plan.chunk_slices`);
-    ``failures``: this rank's channel failures.
+    ``failures``: this rank's channel failures; ``ack_timeout_s``: how long a channel
+    with sends waiting may go without an acknowledgement before it is given up.
 
     Raises:
         RunError: no message for ``idle_timeout_s`` while waiting, or every channel of
@@ -116,6 +133,8 @@ def run_rank(
     stats = RankStats(me)
     channels = list(schedule.channels)
     dead: set[int] = set()
+    silent: set[int] = set()  # failed silently, not noticed yet
+    silent_since: dict[int, float] = {}
     fail_at = {f.channel: f for f in failures if f.rank == me}
     sent_on: dict[int, int] = {}  # channel -> transfers sent on it so far
     known: set[int] = set()  # completed transfers this rank knows of
@@ -123,11 +142,17 @@ def run_rank(
     # id -> (channel it was last sent on, the data read when it was issued): kept until
     # acknowledged, for re-sending
     unacked: dict[int, tuple[int, np.ndarray]] = {}
+    # per channel, (time sent, id) in the order sent: the front is the oldest send on it
+    # that may still wait for its acknowledgement (stale entries are skipped)
+    watch: dict[int, deque[tuple[float, int]]] = {c: deque() for c in channels}
+    last_ack: dict[int, float] = {}  # channel -> when an acknowledgement last came for it
     queues = {k: list(ids) for k, ids in plan.connections.items()}
     heads = {k: 0 for k in queues}
     waiting = set(queues)  # connections with transfers left to issue
     ends = 0
     end_sent = False
+    last_heard = time.monotonic()
+    next_check = last_heard  # no channel's timeout can fall before this
 
     def payload_of(t: Transfer) -> np.ndarray:
         parts = [buffer[a:b] for a, b in transfer_slices(t, slices)]
@@ -143,33 +168,68 @@ def run_rank(
         )
 
     def transmit(t: Transfer, channel: int, data: np.ndarray) -> None:
-        transport.send(t.dst, _header(DATA, me, t.id, data.size, channel), data)
+        if channel in silent:
+            stats.dropped += 1  # swallowed; the sender cannot tell
+        else:
+            transport.send(t.dst, _header(DATA, me, t.id, data.size, channel), data)
         stats.sent += 1
         stats.payload_elements += data.size
         unacked[t.id] = (channel, data)
+        now = time.monotonic()
+        watch[channel].append((now, t.id))
+
+    def give_up(c: int, skip: int = -1) -> int:
+        """Channel ``c`` is known dead: re-send what it may have lost; the channel now used."""
+        dead.add(c)
+        silent.discard(c)
+        alt = surviving(c)
+        stats.migrated[c] = alt
+        # everything on c not acknowledged: maybe delivered, maybe not; send it again
+        for tid, (ch, sent) in sorted(unacked.items()):
+            if ch == c and tid != skip:
+                transmit(by_id[tid], alt, sent)
+                stats.resent += 1
+        return alt
 
     def issue(t: Transfer) -> None:
         data = payload_of(t)  # read when issued
         c = t.channel
         if c in dead:
             c = surviving(c)
-        elif c in fail_at and sent_on.get(c, 0) == fail_at[c].after:
+        elif c in fail_at and c not in silent and sent_on.get(c, 0) == fail_at[c].after:
             f = fail_at[c]
-            dead.add(c)
-            if f.outcome == "delivered":  # it arrives, but the sender cannot tell
-                transmit(t, c, data)
-            alt = surviving(c)
-            stats.migrated[c] = alt
-            # everything on c not acknowledged: maybe delivered, maybe not; send it again
-            for tid, (ch, sent) in sorted(unacked.items()):
-                if ch == c and tid != t.id:
-                    transmit(by_id[tid], alt, sent)
+            if f.outcome == "silent":  # from now on c swallows what it is given
+                silent.add(c)
+                silent_since[c] = time.monotonic()
+            else:
+                if f.outcome == "delivered":  # it arrives, but the sender cannot tell
+                    transmit(t, c, data)
                     stats.resent += 1
-            if f.outcome == "delivered":
-                stats.resent += 1
-            c = alt
+                c = give_up(c, skip=t.id)
         sent_on[t.channel] = sent_on.get(t.channel, 0) + 1
         transmit(t, c, data)
+
+    def waiting_since(c: int) -> float | None:
+        """Since when channel ``c`` has waited for an acknowledgement (``None``: it is
+        not waiting): its oldest unacknowledged send, or its latest acknowledgement."""
+        q = watch[c]
+        while q and not (q[0][1] in unacked and unacked[q[0][1]][0] == c):
+            q.popleft()
+        return max(q[0][0], last_ack.get(c, 0.0)) if q else None
+
+    def next_timeout() -> tuple[float, int] | None:
+        """(when, channel): the first live channel to be given up if no acknowledgement
+        comes for it, from its oldest send still waiting or its latest acknowledgement."""
+        first: tuple[float, int] | None = None
+        if len(dead) >= len(channels) - 1:
+            return None  # the last live channel is never given up on a timeout alone
+        for c in watch:
+            since = waiting_since(c)
+            if since is not None and c not in dead:
+                at = since + ack_timeout_s
+                if first is None or at < first[0]:
+                    first = (at, c)
+        return first
 
     def commit(tid: int, payload: np.ndarray) -> None:
         t = by_id[tid]
@@ -217,7 +277,21 @@ def run_rank(
             end_sent = True
         if end_sent and ends == transport.world - 1:
             return stats
-        msg = transport.receive(idle_timeout_s)
+        now = time.monotonic()
+        if now >= next_check:  # deadlines only move later, and new ones are >= now + T
+            due = next_timeout()
+            if due is not None and now >= due[0]:
+                if due[1] in silent:
+                    stats.detect_s = max(stats.detect_s, now - silent_since[due[1]])
+                give_up(due[1])  # nothing acknowledged on it for too long: given up
+                continue
+            next_check = due[0] if due is not None else now + ack_timeout_s
+        wait = min(idle_timeout_s - (now - last_heard), next_check - now)
+        msg = transport.receive(max(wait, 1e-3))
+        now = time.monotonic()
+        if msg is None and now - last_heard < idle_timeout_s:
+            continue
+        last_heard = now
         if msg is None:
             blocked = [by_id[queues[k][heads[k]]] for k in sorted(waiting)][:3]
             what = "; ".join(
@@ -236,7 +310,13 @@ def run_rank(
             assert payload is not None
             commit(tid, payload)
         elif kind == ACK:
-            unacked.pop(tid, None)
+            if tid in unacked:
+                c = unacked[tid][0]
+                since = waiting_since(c)
+                if since is not None:
+                    stats.max_ack_gap_s = max(stats.max_ack_gap_s, now - since)
+                last_ack[c] = now
+                del unacked[tid]
             known.add(tid)
         elif kind == DONE:
             known.add(tid)

@@ -55,6 +55,12 @@ class RunResult:
         failed: channel failures that fired; ``migrations``: ``(rank, dead channel,
             channel used instead)`` for each.
         dedup: receivers dropped duplicates (the protocol); ``False`` committed them.
+        dropped: messages swallowed by silently dead channels; ``detect_s``: the
+            longest time from a silent failure until its sender gave the channel up
+            (``ack_timeout_s`` and a little more); ``max_ack_gap_s``: the longest a channel
+            with sends waiting went without an acknowledgement, where one then came
+            (how close the run came to giving a live channel up).
+        ack_timeout_s: how long a send could wait for its acknowledgement.
     """
 
     schedule: str
@@ -75,6 +81,10 @@ class RunResult:
     migrations: tuple[tuple[int, int, int], ...]
     dedup: bool = True
     processes: bool = False
+    dropped: int = 0
+    detect_s: float = 0.0
+    max_ack_gap_s: float = 0.0
+    ack_timeout_s: float = 10.0
 
 
 def nic_failures(
@@ -132,20 +142,24 @@ def run_schedule(
     seed: int = 0,
     idle_timeout_s: float = 60.0,
     processes: bool = False,
+    ack_timeout_s: float = 10.0,
 ) -> RunResult:
     """Run ``schedule`` on ``schedule.ranks`` buffers of ``elements`` numbers and check it.
 
     Every rank is a thread of this process, or with ``processes`` (gloo only) a process
     of its own that joins ``torch.distributed``'s default group
-    (:mod:`resilientcc.runtime.processes`).
+    (:mod:`resilientcc.runtime.processes`). A send not acknowledged within
+    ``ack_timeout_s`` gives its channel up (how ``"silent"`` failures are found).
 
     Raises:
-        InputError: bad ``elements``, a failure on a rank or channel the schedule does
+        InputError: bad ``elements`` or ``ack_timeout_s``, a failure on a rank or channel the schedule does
             not have, or an unknown backend.
         RunError: a rank made no progress for ``idle_timeout_s`` or lost every channel.
     """
     if elements < 1:
         raise InputError(f"elements must be at least 1, got {elements}")
+    if not ack_timeout_s > 0:
+        raise InputError(f"the acknowledgement timeout must be positive, got {ack_timeout_s:g} s")
     for f in failures:
         if not 0 <= f.rank < schedule.ranks:
             raise InputError(
@@ -180,11 +194,12 @@ def run_schedule(
             dedup=dedup,
             seed=seed,
             idle_timeout_s=idle_timeout_s,
+            ack_timeout_s=ack_timeout_s,
         )
     else:
         buffers = inputs.copy()
         done, wall = _run_threads(
-            schedule, plans, buffers, backend, failures, dedup, idle_timeout_s
+            schedule, plans, buffers, backend, failures, dedup, idle_timeout_s, ack_timeout_s
         )
     diff = np.abs(buffers - expected[None, :])
     wrong = tuple(int(r) for r in np.nonzero(diff.max(axis=1) > 0)[0])
@@ -207,6 +222,10 @@ def run_schedule(
         migrations=tuple((s.rank, c, alt) for s in done for c, alt in sorted(s.migrated.items())),
         dedup=dedup,
         processes=processes,
+        dropped=sum(s.dropped for s in done),
+        detect_s=max((s.detect_s for s in done), default=0.0),
+        max_ack_gap_s=max((s.max_ack_gap_s for s in done), default=0.0),
+        ack_timeout_s=ack_timeout_s,
     )
 
 
@@ -218,6 +237,7 @@ def _run_threads(
     failures: Sequence[ChannelFailure],
     dedup: bool,
     idle_timeout_s: float,
+    ack_timeout_s: float,
 ) -> tuple[list[RankStats], float]:
     """Every rank a thread over ``backend``'s transports, on ``buffers`` in place."""
     slices = chunk_slices(schedule, buffers.shape[1])
@@ -236,6 +256,7 @@ def _run_threads(
                 failures=[f for f in failures if f.rank == r],
                 dedup=dedup,
                 idle_timeout_s=idle_timeout_s,
+                ack_timeout_s=ack_timeout_s,
             )
             transports[r].close()
         except BaseException as exc:

@@ -50,6 +50,7 @@ def _rank_main(
     failures: list[tuple[int, int, int, str]],
     dedup: bool,
     idle_timeout_s: float,
+    ack_timeout_s: float,
 ) -> None:
     """One process: join the group, run its rank, write ``rank{r}.npy`` and ``.json``."""
     out = Path(folder)
@@ -81,6 +82,7 @@ def _rank_main(
                 failures=[ChannelFailure(*f) for f in failures if f[0] == rank],
                 dedup=dedup,
                 idle_timeout_s=idle_timeout_s,
+                ack_timeout_s=ack_timeout_s,
             )
             transport.close()
         finally:
@@ -104,6 +106,7 @@ def run_processes(
     dedup: bool,
     seed: int,
     idle_timeout_s: float,
+    ack_timeout_s: float = 10.0,
 ) -> tuple[np.ndarray, list[RankStats], float]:
     """Run every rank in a process of its own over gloo; ``(buffers, stats, wall_s)``.
 
@@ -122,7 +125,7 @@ def run_processes(
         procs = [
             ctx.Process(
                 target=_rank_main,
-                args=(r, folder, elements, seed, fails, dedup, idle_timeout_s),
+                args=(r, folder, elements, seed, fails, dedup, idle_timeout_s, ack_timeout_s),
                 daemon=True,
             )
             for r in range(schedule.ranks)
