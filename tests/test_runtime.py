@@ -16,6 +16,8 @@ import dataclasses
 import itertools
 import json
 import re
+import subprocess
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -31,9 +33,11 @@ from resilientcc.runtime import (
     RunError,
     chunk_slices,
     gloo_available,
+    launched_rank,
     make_transports,
     nic_failures,
     rank_plans,
+    run_distributed,
     run_rank,
     run_schedule,
 )
@@ -372,6 +376,58 @@ def test_processes_report_a_rank_error() -> None:
 def test_processes_need_gloo() -> None:
     with pytest.raises(InputError, match="processes run over gloo"):
         run_schedule(pair_schedule(), backend="local", processes=True)
+
+
+# -- ranks started by a launcher (torchrun) -----------------------------------------
+
+
+def torchrun(tmp_path, procs: int, *args: str) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+    """``torchrun --standalone --nproc-per-node PROCS -m resilientcc run ARGS --distributed``."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    cmd += ["--nproc-per-node", str(procs), "-m", "resilientcc", "run", *args, "--distributed"]
+    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+@needs_gloo
+def test_torchrun_ranks_run_exact_and_rank_0_reports_the_whole_run(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # four processes started by torchrun; NIC 0 of server 1 dies silently on its GPUs
+    args = ["ring", "-n", "2", "-g", "2", "--fail-nic", "1:0:1:silent", "--ack-timeout", "1"]
+    res = torchrun(tmp_path, 4, *args, "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+    assert len(lines) == 1  # rank 0 alone prints
+    r = json.loads(lines[0])
+    assert r["distributed"] and r["ranks"] == 4 and r["exact"] and r["dropped"] >= 1
+    assert {(2, 0), (3, 0)} <= {(m[0], m[1]) for m in r["migrations"]}
+    assert r["resent"] == r["dropped"] + r["duplicates"]
+
+
+@needs_gloo
+def test_torchrun_ranks_catch_the_dedup_mutant(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "pair.json"
+    save_schedule(pair_schedule(), path)
+    args = [str(path), "--fail-channel", "0:0:0:delivered", "--no-dedup"]
+    res = torchrun(tmp_path, 2, *args)
+    assert res.returncode != 0  # every rank exits 1
+    assert "result: WRONG on 1 of 2 ranks (1)" in res.stdout, res.stdout + res.stderr
+
+
+def test_distributed_needs_a_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(v, raising=False)
+    res = runner.invoke(app, ["run", "ring", "--distributed"])
+    assert res.exit_code == 2 and "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT not set" in res.output
+    env = {"RANK": "4", "WORLD_SIZE": "4", "MASTER_ADDR": "h", "MASTER_PORT": "1"}
+    with pytest.raises(InputError, match="RANK 4 is not a rank of WORLD_SIZE 4"):
+        launched_rank(env)
+    with pytest.raises(InputError, match="whole numbers"):
+        launched_rank({**env, "RANK": "x"})
+    for k, v in {**env, "RANK": "0", "WORLD_SIZE": "3"}.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(InputError, match="started 3 processes, the schedule has 4 ranks"):
+        run_distributed(generate("ring", hierarchical(2, 2), Fraction(2**20)))
+    res = runner.invoke(app, ["run", "ring", "--distributed", "--processes"])
+    assert res.exit_code == 2 and "drop --processes" in res.output
 
 
 def test_unknown_backend() -> None:

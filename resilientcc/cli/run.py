@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -140,6 +140,15 @@ def run(
             "(else a thread; needs torch).",
         ),
     ] = False,
+    distributed: Annotated[
+        bool,
+        typer.Option(
+            "--distributed",
+            help="This process is one rank of a torch.distributed job that a launcher "
+            "started (torchrun: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); every rank runs "
+            "the same command and rank 0 prints.",
+        ),
+    ] = False,
     verify_first: Annotated[
         bool,
         typer.Option(
@@ -184,7 +193,12 @@ def run(
         raise InputError(f"--ack-timeout: must be positive, got {ack_timeout:g}")
     failures: list[ChannelFailure] = [parse_channel_failure(t) for t in fail_channel or []]
     nics = [parse_channel_failure(t, "--fail-nic") for t in fail_nic or []]
-    chosen = "gloo" if processes and backend == "auto" else _backend(backend)
+    if distributed and (processes or backend == "local"):
+        raise InputError(
+            "--distributed: the launcher starts the processes and they talk over gloo; "
+            "drop --processes and --backend local"
+        )
+    chosen = "gloo" if (processes or distributed) and backend == "auto" else _backend(backend)
     path = Path(schedule)
     if path.is_file():
         if option:
@@ -205,20 +219,28 @@ def run(
         )
     for f in nics:  # parsed as RANK:CHANNEL: here SERVER:NIC
         failures += nic_failures(sched, topo, f.rank, f.channel, f.after, f.outcome)
+    rank = 0
+    if distributed:
+        from resilientcc.runtime import launched_rank, run_distributed
+
+        rank = launched_rank()[0]  # every rank proves it (same answer) and only 0 prints
     if verify_first:
-        _verify(sched, failover=bool(failures), quiet=as_json)
-    result = run_schedule(
-        sched,
-        elements=elements,
-        backend=chosen,
-        failures=failures,
-        dedup=not no_dedup,
-        seed=seed,
-        idle_timeout_s=timeout,
-        processes=processes,
-        ack_timeout_s=ack_timeout,
-    )
-    if as_json:
+        _verify(sched, failover=bool(failures), quiet=as_json or rank != 0)
+    how: dict[str, Any] = {
+        "elements": elements,
+        "failures": failures,
+        "dedup": not no_dedup,
+        "seed": seed,
+        "idle_timeout_s": timeout,
+        "ack_timeout_s": ack_timeout,
+    }
+    if distributed:
+        rank, result = run_distributed(sched, **how)
+    else:
+        result = run_schedule(sched, backend=chosen, processes=processes, **how)
+    if rank != 0:
+        pass
+    elif as_json:
         typer.echo(json.dumps(asdict(result)))
     else:
         _print(result)
@@ -247,7 +269,7 @@ def _verify(sched: Schedule, *, failover: bool, quiet: bool) -> None:
 def _print(r: RunResult) -> None:
     typer.echo(
         f"ran {r.schedule}: {r.ranks} ranks, {r.transfers:,} transfers, {r.elements:,} float64 "
-        f"per buffer, backend {r.backend} ({'processes' if r.processes else 'threads'}), "
+        f"per buffer, backend {r.backend} ({_ranks_as(r)}), "
         f"{r.wall_s * 1e3:.1f} ms wall"
     )
     typer.echo(
@@ -279,3 +301,9 @@ def _print(r: RunResult) -> None:
             f"({', '.join(map(str, r.wrong_ranks[:8]))}{', ...' if len(r.wrong_ranks) > 8 else ''}); "
             f"largest error {r.max_error:g}"
         )
+
+
+def _ranks_as(r: RunResult) -> str:
+    if r.distributed:
+        return "processes started by the launcher"
+    return "processes" if r.processes else "threads"

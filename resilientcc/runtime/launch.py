@@ -33,7 +33,7 @@ from resilientcc.runtime.transport import make_transports
 from resilientcc.schedules.ir import Schedule
 from resilientcc.topology.model import Topology
 
-__all__ = ["RunResult", "nic_failures", "run_schedule"]
+__all__ = ["RunResult", "nic_failures", "run_schedule", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,9 @@ class RunResult:
             (``ack_timeout_s`` and a little more); ``max_ack_gap_s``: the longest a channel
             with sends waiting went without an acknowledgement, where one then came
             (how close the run came to giving a live channel up).
-        ack_timeout_s: how long a send could wait for its acknowledgement.
+        ack_timeout_s: how long a channel could wait for an acknowledgement.
+        distributed: every rank a process of a torch.distributed job started by its
+            launcher (torchrun; :mod:`resilientcc.runtime.distributed`).
     """
 
     schedule: str
@@ -85,6 +87,7 @@ class RunResult:
     detect_s: float = 0.0
     max_ack_gap_s: float = 0.0
     ack_timeout_s: float = 10.0
+    distributed: bool = False
 
 
 def nic_failures(
@@ -201,18 +204,46 @@ def run_schedule(
         done, wall = _run_threads(
             schedule, plans, buffers, backend, failures, dedup, idle_timeout_s, ack_timeout_s
         )
-    diff = np.abs(buffers - expected[None, :])
-    wrong = tuple(int(r) for r in np.nonzero(diff.max(axis=1) > 0)[0])
+    errors = np.abs(buffers - expected[None, :]).max(axis=1)
+    return summarize(
+        schedule,
+        done,
+        errors=[float(e) for e in errors],
+        backend=backend,
+        elements=elements,
+        wall_s=wall,
+        dedup=dedup,
+        processes=processes,
+        ack_timeout_s=ack_timeout_s,
+    )
+
+
+def summarize(
+    schedule: Schedule,
+    done: Sequence[RankStats],
+    *,
+    errors: Sequence[float],
+    backend: str,
+    elements: int,
+    wall_s: float,
+    dedup: bool,
+    processes: bool,
+    ack_timeout_s: float,
+    distributed: bool = False,
+) -> RunResult:
+    """The :class:`RunResult` of a run: every rank's counts and its largest error
+    (``errors[r]``, 0 where rank ``r`` holds the exact sum)."""
+    wrong = tuple(r for r, e in enumerate(errors) if e > 0)
     return RunResult(
         schedule=schedule.name,
         ranks=schedule.ranks,
         transfers=len(schedule.transfers),
         backend=backend,
         elements=elements,
-        wall_s=wall,
+        wall_s=wall_s,
         exact=not wrong,
         wrong_ranks=wrong,
-        max_error=float(diff.max()),
+        max_error=max(errors, default=0.0),
         sent=sum(s.sent for s in done),
         resent=sum(s.resent for s in done),
         duplicates=sum(s.duplicates for s in done),
@@ -226,6 +257,7 @@ def run_schedule(
         detect_s=max((s.detect_s for s in done), default=0.0),
         max_ack_gap_s=max((s.max_ack_gap_s for s in done), default=0.0),
         ack_timeout_s=ack_timeout_s,
+        distributed=distributed,
     )
 
 

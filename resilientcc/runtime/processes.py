@@ -30,7 +30,7 @@ from resilientcc.runtime.transport import gloo_available
 from resilientcc.schedules.ir import Schedule
 from resilientcc.schedules.serialize import load_schedule, save_schedule
 
-__all__ = ["make_inputs", "run_processes"]
+__all__ = ["make_inputs", "run_in_default_group", "run_processes"]
 
 #: inputs are whole numbers in [-VALUE_RANGE, VALUE_RANGE]
 VALUE_RANGE = 1000
@@ -40,6 +40,41 @@ def make_inputs(ranks: int, elements: int, seed: int) -> np.ndarray:
     """Every rank's input (one row each): whole numbers from ``seed``, as float64."""
     rng = np.random.default_rng(seed)
     return rng.integers(-VALUE_RANGE, VALUE_RANGE + 1, size=(ranks, elements)).astype(np.float64)
+
+
+def run_in_default_group(
+    schedule: Schedule,
+    rank: int,
+    *,
+    elements: int,
+    seed: int,
+    failures: Sequence[ChannelFailure],
+    dedup: bool,
+    idle_timeout_s: float,
+    ack_timeout_s: float,
+) -> tuple[np.ndarray, RankStats]:
+    """Run rank ``rank`` of ``schedule`` over torch.distributed's default (gloo) group,
+    which this process has joined; ``(its final buffer, its counts)``."""
+    import torch.distributed as dist
+
+    from resilientcc.runtime.transport import GlooTransport
+
+    group = dist.distributed_c10d._get_default_group()
+    transport = GlooTransport(rank, schedule.ranks, group)
+    buffer = make_inputs(schedule.ranks, elements, seed)[rank].copy()
+    stats = run_rank(
+        schedule,
+        rank_plans(schedule)[rank],
+        transport,
+        buffer,
+        chunk_slices(schedule, elements),
+        failures=[f for f in failures if f.rank == rank],
+        dedup=dedup,
+        idle_timeout_s=idle_timeout_s,
+        ack_timeout_s=ack_timeout_s,
+    )
+    transport.close()
+    return buffer, stats
 
 
 def _rank_main(
@@ -59,8 +94,6 @@ def _rank_main(
 
         import torch.distributed as dist
 
-        from resilientcc.runtime.transport import GlooTransport
-
         schedule = load_schedule(out / "schedule.json")
         dist.init_process_group(
             "gloo",
@@ -70,21 +103,16 @@ def _rank_main(
             timeout=datetime.timedelta(seconds=max(idle_timeout_s, 30.0)),
         )
         try:
-            group = dist.distributed_c10d._get_default_group()
-            transport = GlooTransport(rank, schedule.ranks, group)
-            buffer = make_inputs(schedule.ranks, elements, seed)[rank].copy()
-            stats = run_rank(
+            buffer, stats = run_in_default_group(
                 schedule,
-                rank_plans(schedule)[rank],
-                transport,
-                buffer,
-                chunk_slices(schedule, elements),
-                failures=[ChannelFailure(*f) for f in failures if f[0] == rank],
+                rank,
+                elements=elements,
+                seed=seed,
+                failures=[ChannelFailure(*f) for f in failures],
                 dedup=dedup,
                 idle_timeout_s=idle_timeout_s,
                 ack_timeout_s=ack_timeout_s,
             )
-            transport.close()
         finally:
             dist.destroy_process_group()
         np.save(out / f"rank{rank}.npy", buffer)
