@@ -49,6 +49,9 @@ BACKENDS = ("local", "gloo")
 
 Message = tuple[np.ndarray, np.ndarray | None]  # (header, payload)
 
+#: a gloo transport looks for finished sends to let go of once this many are pending
+PRUNE_EVERY = 256
+
 
 class Transport(Protocol):
     """What the engine needs of a transport (one object per rank)."""
@@ -94,7 +97,9 @@ class GlooTransport:
         self.rank = rank
         self.world = world
         self._pg = group
+        # sends not known to have left, with their tensors (gloo reads them until then)
         self._pending: list[tuple[Any, Any]] = []
+        self._prune_at = PRUNE_EVERY
         self._inbox: queue.Queue[Message | BaseException] = queue.Queue()
         self._thread = threading.Thread(target=self._receive_loop, daemon=True)
         self._thread.start()
@@ -127,6 +132,9 @@ class GlooTransport:
         if payload is not None:
             p = torch.from_numpy(np.ascontiguousarray(payload, dtype=np.float64))
             self._pending.append((self._pg.send([p], dst, 1), p))
+        if len(self._pending) >= self._prune_at:  # let go of what has left
+            self._pending = [(w, t) for w, t in self._pending if not w.is_completed()]
+            self._prune_at = max(PRUNE_EVERY, 2 * len(self._pending))
 
     def receive(self, timeout_s: float) -> Message | None:
         try:
