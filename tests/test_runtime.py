@@ -272,6 +272,8 @@ def test_failures_that_could_never_fire_are_refused() -> None:
         run_schedule(s, failures=[ChannelFailure(2, 0, 0)])
     with pytest.raises(ScheduleError, match="outcome"):
         ChannelFailure(0, 0, 0, "maybe")
+    with pytest.raises(InputError, match="two failures of channel 1 of rank 0"):
+        run_schedule(s, failures=[ChannelFailure(0, 1, 0), ChannelFailure(0, 1, 0, "silent")])
 
 
 # -- mutants the run must catch -----------------------------------------------------
@@ -424,6 +426,8 @@ def test_distributed_needs_a_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
         launched_rank({**env, "RANK": "x"})
     for k, v in {**env, "RANK": "0", "WORLD_SIZE": "3"}.items():
         monkeypatch.setenv(k, v)
+    with pytest.raises(InputError, match="the schedule's channels are 0, 1"):
+        run_distributed(pair_schedule(), failures=[ChannelFailure(0, 7, 0)])
     with pytest.raises(InputError, match="started 3 processes, the schedule has 4 ranks"):
         run_distributed(generate("ring", hierarchical(2, 2), Fraction(2**20)))
     res = runner.invoke(app, ["run", "ring", "--distributed", "--processes"])

@@ -29,7 +29,7 @@ import numpy as np
 
 from resilientcc.errors import InputError
 from resilientcc.runtime.engine import ChannelFailure, RankStats
-from resilientcc.runtime.launch import RunResult, summarize
+from resilientcc.runtime.launch import RunResult, check_run, summarize
 from resilientcc.runtime.processes import make_inputs, run_in_default_group
 from resilientcc.runtime.transport import gloo_available
 from resilientcc.schedules.ir import Schedule
@@ -82,11 +82,13 @@ def run_distributed(
     time from a barrier after joining the group to the end of its run.
 
     Raises:
-        InputError: no launcher variables, a world size other than the schedule's
-            ranks, or no torch with gloo.
+        InputError: bad arguments (:func:`~resilientcc.runtime.launch.check_run`), no
+            launcher variables, a world size other than the schedule's ranks, or no
+            torch with gloo.
         RunError: this rank made no progress for ``idle_timeout_s`` or lost every
             channel.
     """
+    check_run(schedule, elements, failures, ack_timeout_s)
     rank, world = launched_rank()
     if world != schedule.ranks:
         raise InputError(

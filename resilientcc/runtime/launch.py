@@ -33,7 +33,7 @@ from resilientcc.runtime.transport import make_transports
 from resilientcc.schedules.ir import Schedule
 from resilientcc.topology.model import Topology
 
-__all__ = ["RunResult", "nic_failures", "run_schedule", "summarize"]
+__all__ = ["RunResult", "check_run", "nic_failures", "run_schedule", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -159,34 +159,9 @@ def run_schedule(
             not have, or an unknown backend.
         RunError: a rank made no progress for ``idle_timeout_s`` or lost every channel.
     """
-    if elements < 1:
-        raise InputError(f"elements must be at least 1, got {elements}")
-    if not ack_timeout_s > 0:
-        raise InputError(f"the acknowledgement timeout must be positive, got {ack_timeout_s:g} s")
-    for f in failures:
-        if not 0 <= f.rank < schedule.ranks:
-            raise InputError(
-                f"failure on rank {f.rank}: the schedule has ranks 0..{schedule.ranks - 1}"
-            )
-        if f.channel not in schedule.channels:
-            raise InputError(
-                f"failure on channel {f.channel} of rank {f.rank}: the schedule's channels are "
-                f"{', '.join(map(str, schedule.channels))}"
-            )
     if processes and backend != "gloo":
         raise InputError(f"processes run over gloo, not backend {backend!r}")
-    plans = rank_plans(schedule)
-    for f in failures:
-        on = plans[f.rank].sends_on(f.channel)
-        if f.after >= on:
-            raise InputError(
-                f"failure on channel {f.channel} of rank {f.rank} after {f.after} sends: it "
-                f"sends {on} transfer{'s' if on != 1 else ''} on that channel, so it would "
-                f"never fire (use 0..{on - 1})"
-                if on
-                else f"failure on channel {f.channel} of rank {f.rank}: the rank sends nothing on "
-                f"that channel"
-            )
+    plans = check_run(schedule, elements, failures, ack_timeout_s)
     inputs = make_inputs(schedule.ranks, elements, seed)
     expected = inputs.sum(axis=0)
     if processes:
@@ -216,6 +191,54 @@ def run_schedule(
         processes=processes,
         ack_timeout_s=ack_timeout_s,
     )
+
+
+def check_run(
+    schedule: Schedule,
+    elements: int,
+    failures: Sequence[ChannelFailure],
+    ack_timeout_s: float,
+) -> tuple[RankPlan, ...]:
+    """Check a run's arguments before any rank starts; the schedule's rank plans.
+
+    Raises:
+        InputError: ``elements`` below 1, a timeout that is not positive, or a failure
+            on a rank or channel the schedule does not have, twice on one channel, or at
+            a send that never comes.
+    """
+    if elements < 1:
+        raise InputError(f"elements must be at least 1, got {elements}")
+    if not ack_timeout_s > 0:
+        raise InputError(f"the acknowledgement timeout must be positive, got {ack_timeout_s:g} s")
+    seen: set[tuple[int, int]] = set()
+    for f in failures:
+        if not 0 <= f.rank < schedule.ranks:
+            raise InputError(
+                f"failure on rank {f.rank}: the schedule has ranks 0..{schedule.ranks - 1}"
+            )
+        if f.channel not in schedule.channels:
+            raise InputError(
+                f"failure on channel {f.channel} of rank {f.rank}: the schedule's channels are "
+                f"{', '.join(map(str, schedule.channels))}"
+            )
+        if (f.rank, f.channel) in seen:
+            raise InputError(
+                f"two failures of channel {f.channel} of rank {f.rank}: a channel dies once"
+            )
+        seen.add((f.rank, f.channel))
+    plans = rank_plans(schedule)
+    for f in failures:
+        on = plans[f.rank].sends_on(f.channel)
+        if f.after >= on:
+            raise InputError(
+                f"failure on channel {f.channel} of rank {f.rank} after {f.after} sends: it "
+                f"sends {on} transfer{'s' if on != 1 else ''} on that channel, so it would "
+                f"never fire (use 0..{on - 1})"
+                if on
+                else f"failure on channel {f.channel} of rank {f.rank}: the rank sends nothing on "
+                f"that channel"
+            )
+    return plans
 
 
 def summarize(
