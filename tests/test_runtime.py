@@ -40,6 +40,7 @@ from resilientcc.runtime import (
     run_distributed,
     run_rank,
     run_schedule,
+    write_run_trace,
 )
 from resilientcc.runtime.transport import DATA, LocalTransport
 from resilientcc.schedules.generators import GENERATORS, generate
@@ -223,6 +224,71 @@ def test_a_silent_failure_of_the_last_live_channel_stops_with_an_error() -> None
         run_schedule(pair_schedule(), elements=4, failures=fs, idle_timeout_s=1, ack_timeout_s=0.1)
 
 
+def first_times(events, kind: str) -> dict[int, float]:  # type: ignore[no-untyped-def]
+    out: dict[int, float] = {}
+    for e in events:
+        if e.kind == kind:
+            out.setdefault(e.transfer, e.time_s)
+    return out
+
+
+@pytest.mark.parametrize("algo", ["ring", "optcc", "r2cc_allreduce"])
+def test_the_trace_shows_the_schedule_s_order_and_the_failover(algo: str) -> None:
+    s = generate(algo, degraded(2, 4, "0:1"), Fraction(2**20))
+    plans = rank_plans(s)
+    channel = max(s.channels, key=plans[4].sends_on)
+    f = ChannelFailure(4, channel, plans[4].sends_on(channel) // 2, "silent")
+    r = run_schedule(s, elements=64, failures=[f], ack_timeout_s=0.3, trace=True)
+    assert r.exact
+    kinds = [e.kind for e in r.events]
+    assert [e.time_s for e in r.events] == sorted(e.time_s for e in r.events)
+    assert kinds.count("commit") == len(s.transfers)  # each committed once
+    assert kinds.count("swallowed") == r.dropped >= 1 and kinds.count("resend") == r.resent
+    assert kinds.count("duplicate") == r.duplicates
+    assert kinds.count("send") + kinds.count("swallowed") == len(
+        s.transfers
+    ) + r.resent - kinds.count("resend")
+    give_ups = [e for e in r.events if e.kind == "give_up"]
+    assert (4, channel) in {(e.rank, e.channel) for e in give_ups}
+    assert all("no acknowledgement for 0.3 s" in e.detail for e in give_ups)
+    # happens-before at run time: a transfer leaves after its deps were committed, and a
+    # connection's transfers leave in their FIFO order (one clock: every rank a thread)
+    sent, done = first_times(r.events, "send"), first_times(r.events, "commit")
+    for k, v in first_times(r.events, "swallowed").items():
+        sent[k] = min(sent.get(k, v), v)
+    for t in s.transfers:
+        assert all(done[d] <= sent[t.id] for d in t.deps), t
+    for plan in plans:
+        for ids in plan.connections.values():
+            assert [sent[i] for i in ids] == sorted(sent[i] for i in ids)
+
+
+def test_the_trace_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    s = generate("ring", hierarchical(2, 2), Fraction(2**20))
+    r = run_schedule(s, elements=16, failures=[ChannelFailure(0, 0, 1, "delivered")], trace=True)
+    assert write_run_trace(r, s, tmp_path / "t.json") == "chrome"
+    doc = json.loads((tmp_path / "t.json").read_text())
+    bars = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert sorted(b["args"]["id"] for b in bars) == [t.id for t in s.transfers]
+    assert all(b["dur"] >= 0 and b["tid"] == s.by_id[b["args"]["id"]].src for b in bars)
+    marks = {e["cat"] for e in doc["traceEvents"] if e["ph"] == "i"}
+    assert {"fail", "give_up", "duplicate"} <= marks
+    assert write_run_trace(r, s, tmp_path / "t.csv") == "csv"
+    rows = (tmp_path / "t.csv").read_text().splitlines()
+    assert rows[0] == "rank,time_s,kind,transfer,channel,peer,detail"
+    assert len(rows) == len(r.events) + 1 and rows[1].split(",")[1] == "0.0"
+    with pytest.raises(InputError, match=r"must end in \.csv or \.json"):
+        write_run_trace(r, s, tmp_path / "t.txt")
+    # the CLI: the file, the summary without the events, a bad path before the run
+    out = tmp_path / "cli.json"
+    res = runner.invoke(app, ["run", "ring", "--backend", "local", "--trace", str(out), "--json"])
+    assert res.exit_code == 0 and out.exists() and "events" not in json.loads(res.output)
+    res = runner.invoke(
+        app, ["run", "ring", "--backend", "local", "--trace", str(tmp_path / "x.png")]
+    )
+    assert res.exit_code == 2 and "--trace" in res.output and not (tmp_path / "x.png").exists()
+
+
 def test_a_nic_of_a_server_fails_on_every_gpu_that_uses_it() -> None:
     topo = degraded(2, 4, "0:1")
     s = generate("optcc", topo, Fraction(2**20))
@@ -349,9 +415,11 @@ def test_processes_run_exact_and_catch_the_dedup_mutant() -> None:
     quiet = max(s.channels, key=rank_plans(s)[1].sends_on)
     kill = [ChannelFailure(0, 0, 2, "delivered"), ChannelFailure(1, quiet, 1, "silent")]
     ok = run_schedule(
-        s, elements=64, backend="gloo", processes=True, failures=kill, ack_timeout_s=2.0
+        s, elements=64, backend="gloo", processes=True, failures=kill, ack_timeout_s=2.0, trace=True
     )
     assert ok.processes and ok.exact and ok.dropped >= 1
+    kinds = [e.kind for e in ok.events]  # recorded in each process, sent back as JSON
+    assert kinds.count("commit") == len(s.transfers) and kinds.count("swallowed") == ok.dropped
     assert {(0, 0), (1, quiet)} <= {m[:2] for m in ok.migrations}
     assert ok.resent == ok.dropped + ok.duplicates and ok.duplicates >= 1
     f = [ChannelFailure(0, 0, 0, "delivered")]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -170,6 +170,14 @@ def run(
             "found; a live channel given up costs only re-sends).",
         ),
     ] = 10.0,
+    trace_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Write the run's timeline: FILE.csv (every send, commit, failure), or "
+            "FILE.json, a Chrome trace for Perfetto (a bar per transfer, marks for failures).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run SCHEDULE on real buffers, every rank a thread, and check every rank's result.
@@ -191,6 +199,10 @@ def run(
         raise InputError(f"--timeout: must be positive, got {timeout:g}")
     if ack_timeout <= 0:
         raise InputError(f"--ack-timeout: must be positive, got {ack_timeout:g}")
+    if trace_file is not None:
+        from resilientcc.sim.trace import trace_format
+
+        trace_format(trace_file)  # a bad path fails before the run
     failures: list[ChannelFailure] = [parse_channel_failure(t) for t in fail_channel or []]
     nics = [parse_channel_failure(t, "--fail-nic") for t in fail_nic or []]
     if distributed and (processes or backend == "local"):
@@ -233,17 +245,25 @@ def run(
         "seed": seed,
         "idle_timeout_s": timeout,
         "ack_timeout_s": ack_timeout,
+        "trace": trace_file is not None,
     }
     if distributed:
         rank, result = run_distributed(sched, **how)
     else:
         result = run_schedule(sched, backend=chosen, processes=processes, **how)
+    if rank == 0 and trace_file is not None:
+        from resilientcc.runtime import write_run_trace
+
+        write_run_trace(result, sched, trace_file)
     if rank != 0:
         pass
     elif as_json:
-        typer.echo(json.dumps(asdict(result)))
+        summary = {f.name: getattr(result, f.name) for f in fields(result) if f.name != "events"}
+        typer.echo(json.dumps(summary))
     else:
         _print(result)
+        if trace_file is not None:
+            typer.echo(f"wrote {trace_file} ({len(result.events):,} events)")
     if not result.exact:
         raise typer.Exit(EXIT_WRONG_RESULT)
 

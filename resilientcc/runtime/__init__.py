@@ -12,18 +12,29 @@ dependency) and ``gloo`` (torch.distributed on the CPU, ``pip install
 """
 
 from resilientcc.runtime.distributed import launched_rank, run_distributed
-from resilientcc.runtime.engine import OUTCOMES, ChannelFailure, RankStats, RunError, run_rank
+from resilientcc.runtime.engine import (
+    EVENT_KINDS,
+    OUTCOMES,
+    ChannelFailure,
+    RankStats,
+    RunError,
+    RunEvent,
+    run_rank,
+)
 from resilientcc.runtime.launch import RunResult, nic_failures, run_schedule
 from resilientcc.runtime.plan import RankPlan, chunk_slices, issue_order, rank_plans
+from resilientcc.runtime.trace import write_run_trace
 from resilientcc.runtime.transport import BACKENDS, gloo_available, make_transports
 
 __all__ = [
     "BACKENDS",
+    "EVENT_KINDS",
     "OUTCOMES",
     "ChannelFailure",
     "RankPlan",
     "RankStats",
     "RunError",
+    "RunEvent",
     "RunResult",
     "chunk_slices",
     "gloo_available",
@@ -35,4 +46,5 @@ __all__ = [
     "run_distributed",
     "run_rank",
     "run_schedule",
+    "write_run_trace",
 ]

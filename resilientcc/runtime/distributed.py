@@ -75,6 +75,7 @@ def run_distributed(
     seed: int = 0,
     idle_timeout_s: float = 60.0,
     ack_timeout_s: float = 10.0,
+    trace: bool = False,
 ) -> tuple[int, RunResult]:
     """Run this process's rank of ``schedule``; ``(its rank, the whole run's result)``.
 
@@ -118,6 +119,7 @@ def run_distributed(
             dedup=dedup,
             idle_timeout_s=idle_timeout_s,
             ack_timeout_s=ack_timeout_s,
+            trace=trace,
         )
         wall = time.perf_counter() - t0
         expected = make_inputs(world, elements, seed).sum(axis=0)
@@ -129,7 +131,7 @@ def run_distributed(
     parts = [g for g in gathered if g is not None]
     return rank, summarize(
         schedule,
-        [RankStats(**d) for d, _, _ in parts],  # type: ignore[arg-type]
+        [RankStats.from_dict(d) for d, _, _ in parts],
         errors=[e for _, e, _ in parts],
         backend="gloo",
         elements=elements,

@@ -43,6 +43,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,15 @@ from resilientcc.runtime.plan import RankPlan, transfer_slices
 from resilientcc.runtime.transport import ACK, DATA, DONE, END, HEADER_LEN, Transport
 from resilientcc.schedules.ir import COPY, Schedule, Transfer
 
-__all__ = ["OUTCOMES", "ChannelFailure", "RankStats", "RunError", "run_rank"]
+__all__ = [
+    "EVENT_KINDS",
+    "OUTCOMES",
+    "ChannelFailure",
+    "RankStats",
+    "RunError",
+    "RunEvent",
+    "run_rank",
+]
 
 OUTCOMES = ("delivered", "lost", "silent")
 
@@ -84,6 +93,31 @@ class ChannelFailure:
             raise ScheduleError(f"failure 'after' must be at least 0, got {self.after}")
 
 
+#: what a :class:`RunEvent` records
+EVENT_KINDS = ("send", "resend", "swallowed", "commit", "duplicate", "fail", "give_up")
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One thing rank ``rank`` did, at ``time_s`` on its clock (``time.monotonic``).
+
+    ``kind`` (:data:`EVENT_KINDS`): ``send`` / ``resend`` / ``swallowed`` (a send that a
+    silently dead channel swallowed: the trace knows, the sender does not) of
+    ``transfer`` on ``channel`` to ``peer``; ``commit`` / ``duplicate`` (a copy dropped,
+    or committed again without dedup) of ``transfer`` from ``peer``; ``fail``: ``channel``
+    died (``detail``: the outcome); ``give_up``: the rank gave ``channel`` up (``detail``:
+    why, and the channel used instead).
+    """
+
+    rank: int
+    time_s: float
+    kind: str
+    transfer: int = -1
+    channel: int = -1
+    peer: int = -1
+    detail: str = ""
+
+
 @dataclass
 class RankStats:
     """What one rank did (counts, bytes, and the failures that fired)."""
@@ -98,6 +132,15 @@ class RankStats:
     dropped: int = 0  # messages a silently dead channel swallowed
     detect_s: float = 0.0  # longest wait from a silent failure to its timeout
     max_ack_gap_s: float = 0.0  # longest a waiting channel went without an acknowledgement
+    events: list[RunEvent] = field(default_factory=list)  # with run_rank(trace=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RankStats:
+        """Undo ``dataclasses.asdict`` (and a JSON round trip: string keys, lists)."""
+        d = dict(d)
+        d["migrated"] = {int(k): int(v) for k, v in d.get("migrated", {}).items()}
+        d["events"] = [RunEvent(**e) for e in d.get("events", [])]
+        return cls(**d)
 
 
 def _header(kind: int, rank: int, tid: int, n: int = 0, channel: int = 0) -> np.ndarray:
@@ -117,12 +160,15 @@ def run_rank(
     dedup: bool = True,
     idle_timeout_s: float = 60.0,
     ack_timeout_s: float = 10.0,
+    trace: bool = False,
 ) -> RankStats:
     """Run ``plan`` (rank ``plan.rank`` of ``schedule``) on ``buffer``, in place.
 
     ``slices``: each chunk's element range (:func:`~resilientcc.runtime.plan.chunk_slices`);
     ``failures``: this rank's channel failures; ``ack_timeout_s``: how long a channel
-    with sends waiting may go without an acknowledgement before it is given up.
+    with sends waiting may go without an acknowledgement before it is given up;
+    ``trace``: record a :class:`RunEvent` for everything the rank does
+    (:attr:`RankStats.events`).
 
     Raises:
         RunError: no message for ``idle_timeout_s`` while waiting, or every channel of
@@ -167,27 +213,38 @@ def run_rank(
             f"rank {me}: every channel is dead ({sorted(dead)}): nothing left to send on"
         )
 
-    def transmit(t: Transfer, channel: int, data: np.ndarray) -> None:
+    def record(
+        kind: str, transfer: int = -1, channel: int = -1, peer: int = -1, detail: str = ""
+    ) -> None:
+        if trace:
+            stats.events.append(
+                RunEvent(me, time.monotonic(), kind, transfer, channel, peer, detail)
+            )
+
+    def transmit(t: Transfer, channel: int, data: np.ndarray, again: bool = False) -> None:
         if channel in silent:
             stats.dropped += 1  # swallowed; the sender cannot tell
+            record("swallowed", t.id, channel, t.dst)
         else:
             transport.send(t.dst, _header(DATA, me, t.id, data.size, channel), data)
+            record("resend" if again else "send", t.id, channel, t.dst)
         stats.sent += 1
         stats.payload_elements += data.size
         unacked[t.id] = (channel, data)
         now = time.monotonic()
         watch[channel].append((now, t.id))
 
-    def give_up(c: int, skip: int = -1) -> int:
+    def give_up(c: int, why: str, skip: int = -1) -> int:
         """Channel ``c`` is known dead: re-send what it may have lost; the channel now used."""
         dead.add(c)
         silent.discard(c)
         alt = surviving(c)
         stats.migrated[c] = alt
+        record("give_up", channel=c, detail=f"{why}; now channel {alt}")
         # everything on c not acknowledged: maybe delivered, maybe not; send it again
         for tid, (ch, sent) in sorted(unacked.items()):
             if ch == c and tid != skip:
-                transmit(by_id[tid], alt, sent)
+                transmit(by_id[tid], alt, sent, again=True)
                 stats.resent += 1
         return alt
 
@@ -198,6 +255,7 @@ def run_rank(
             c = surviving(c)
         elif c in fail_at and c not in silent and sent_on.get(c, 0) == fail_at[c].after:
             f = fail_at[c]
+            record("fail", t.id, c, t.dst, f.outcome)
             if f.outcome == "silent":  # from now on c swallows what it is given
                 silent.add(c)
                 silent_since[c] = time.monotonic()
@@ -205,7 +263,10 @@ def run_rank(
                 if f.outcome == "delivered":  # it arrives, but the sender cannot tell
                     transmit(t, c, data)
                     stats.resent += 1
-                c = give_up(c, skip=t.id)
+                c = give_up(c, "send error", skip=t.id)
+                sent_on[t.channel] = sent_on.get(t.channel, 0) + 1
+                transmit(t, c, data, again=f.outcome == "delivered")
+                return
         sent_on[t.channel] = sent_on.get(t.channel, 0) + 1
         transmit(t, c, data)
 
@@ -231,9 +292,10 @@ def run_rank(
                     first = (at, c)
         return first
 
-    def commit(tid: int, payload: np.ndarray) -> None:
+    def commit(tid: int, payload: np.ndarray, channel: int) -> None:
         t = by_id[tid]
         again = tid in committed
+        record("duplicate" if again else "commit", tid, channel, t.src)
         if again:
             stats.duplicates += 1
             if dedup:
@@ -283,7 +345,8 @@ def run_rank(
             if due is not None and now >= due[0]:
                 if due[1] in silent:
                     stats.detect_s = max(stats.detect_s, now - silent_since[due[1]])
-                give_up(due[1])  # nothing acknowledged on it for too long: given up
+                # nothing acknowledged on it for too long: given up
+                give_up(due[1], f"no acknowledgement for {ack_timeout_s:g} s")
                 continue
             next_check = due[0] if due is not None else now + ack_timeout_s
         wait = min(idle_timeout_s - (now - last_heard), next_check - now)
@@ -308,7 +371,7 @@ def run_rank(
         kind, tid = int(header[0]), int(header[2])
         if kind == DATA:
             assert payload is not None
-            commit(tid, payload)
+            commit(tid, payload, int(header[4]))
         elif kind == ACK:
             if tid in unacked:
                 c = unacked[tid][0]

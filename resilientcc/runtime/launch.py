@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from resilientcc.errors import InputError
-from resilientcc.runtime.engine import ChannelFailure, RankStats, RunError, run_rank
+from resilientcc.runtime.engine import ChannelFailure, RankStats, RunError, RunEvent, run_rank
 from resilientcc.runtime.plan import RankPlan, chunk_slices, rank_plans
 from resilientcc.runtime.processes import make_inputs, run_processes
 from resilientcc.runtime.transport import make_transports
@@ -63,6 +63,8 @@ class RunResult:
         ack_timeout_s: how long a channel could wait for an acknowledgement.
         distributed: every rank a process of a torch.distributed job started by its
             launcher (torchrun; :mod:`resilientcc.runtime.distributed`).
+        events: with ``trace``, what every rank did, in time order
+            (:func:`~resilientcc.runtime.trace.write_run_trace` writes them to a file).
     """
 
     schedule: str
@@ -88,6 +90,7 @@ class RunResult:
     max_ack_gap_s: float = 0.0
     ack_timeout_s: float = 10.0
     distributed: bool = False
+    events: tuple[RunEvent, ...] = ()
 
 
 def nic_failures(
@@ -146,13 +149,15 @@ def run_schedule(
     idle_timeout_s: float = 60.0,
     processes: bool = False,
     ack_timeout_s: float = 10.0,
+    trace: bool = False,
 ) -> RunResult:
     """Run ``schedule`` on ``schedule.ranks`` buffers of ``elements`` numbers and check it.
 
     Every rank is a thread of this process, or with ``processes`` (gloo only) a process
     of its own that joins ``torch.distributed``'s default group
     (:mod:`resilientcc.runtime.processes`). A send not acknowledged within
-    ``ack_timeout_s`` gives its channel up (how ``"silent"`` failures are found).
+    ``ack_timeout_s`` gives its channel up (how ``"silent"`` failures are found). With
+    ``trace``, every rank records what it does (:attr:`RunResult.events`).
 
     Raises:
         InputError: bad ``elements`` or ``ack_timeout_s``, a failure on a rank or channel the schedule does
@@ -173,11 +178,12 @@ def run_schedule(
             seed=seed,
             idle_timeout_s=idle_timeout_s,
             ack_timeout_s=ack_timeout_s,
+            trace=trace,
         )
     else:
         buffers = inputs.copy()
         done, wall = _run_threads(
-            schedule, plans, buffers, backend, failures, dedup, idle_timeout_s, ack_timeout_s
+            schedule, plans, buffers, backend, failures, dedup, idle_timeout_s, ack_timeout_s, trace
         )
     errors = np.abs(buffers - expected[None, :]).max(axis=1)
     return summarize(
@@ -281,6 +287,7 @@ def summarize(
         max_ack_gap_s=max((s.max_ack_gap_s for s in done), default=0.0),
         ack_timeout_s=ack_timeout_s,
         distributed=distributed,
+        events=tuple(sorted((e for s in done for e in s.events), key=lambda e: e.time_s)),
     )
 
 
@@ -293,6 +300,7 @@ def _run_threads(
     dedup: bool,
     idle_timeout_s: float,
     ack_timeout_s: float,
+    trace: bool,
 ) -> tuple[list[RankStats], float]:
     """Every rank a thread over ``backend``'s transports, on ``buffers`` in place."""
     slices = chunk_slices(schedule, buffers.shape[1])
@@ -312,6 +320,7 @@ def _run_threads(
                 dedup=dedup,
                 idle_timeout_s=idle_timeout_s,
                 ack_timeout_s=ack_timeout_s,
+                trace=trace,
             )
             transports[r].close()
         except BaseException as exc:

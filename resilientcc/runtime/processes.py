@@ -52,6 +52,7 @@ def run_in_default_group(
     dedup: bool,
     idle_timeout_s: float,
     ack_timeout_s: float,
+    trace: bool = False,
 ) -> tuple[np.ndarray, RankStats]:
     """Run rank ``rank`` of ``schedule`` over torch.distributed's default (gloo) group,
     which this process has joined; ``(its final buffer, its counts)``."""
@@ -72,6 +73,7 @@ def run_in_default_group(
         dedup=dedup,
         idle_timeout_s=idle_timeout_s,
         ack_timeout_s=ack_timeout_s,
+        trace=trace,
     )
     transport.close()
     return buffer, stats
@@ -86,6 +88,7 @@ def _rank_main(
     dedup: bool,
     idle_timeout_s: float,
     ack_timeout_s: float,
+    trace: bool,
 ) -> None:
     """One process: join the group, run its rank, write ``rank{r}.npy`` and ``.json``."""
     out = Path(folder)
@@ -112,6 +115,7 @@ def _rank_main(
                 dedup=dedup,
                 idle_timeout_s=idle_timeout_s,
                 ack_timeout_s=ack_timeout_s,
+                trace=trace,
             )
         finally:
             dist.destroy_process_group()
@@ -135,6 +139,7 @@ def run_processes(
     seed: int,
     idle_timeout_s: float,
     ack_timeout_s: float = 10.0,
+    trace: bool = False,
 ) -> tuple[np.ndarray, list[RankStats], float]:
     """Run every rank in a process of its own over gloo; ``(buffers, stats, wall_s)``.
 
@@ -153,7 +158,17 @@ def run_processes(
         procs = [
             ctx.Process(
                 target=_rank_main,
-                args=(r, folder, elements, seed, fails, dedup, idle_timeout_s, ack_timeout_s),
+                args=(
+                    r,
+                    folder,
+                    elements,
+                    seed,
+                    fails,
+                    dedup,
+                    idle_timeout_s,
+                    ack_timeout_s,
+                    trace,
+                ),
                 daemon=True,
             )
             for r in range(schedule.ranks)
@@ -181,9 +196,7 @@ def run_processes(
             )
         buffers = np.stack([np.load(out / f"rank{r}.npy") for r in range(schedule.ranks)])
         stats = [
-            RankStats(**json.loads((out / f"rank{r}.json").read_text(encoding="utf-8")))
+            RankStats.from_dict(json.loads((out / f"rank{r}.json").read_text(encoding="utf-8")))
             for r in range(schedule.ranks)
         ]
-    for s in stats:  # JSON turned the migration map's keys into strings
-        s.migrated = {int(k): v for k, v in s.migrated.items()}
     return buffers, stats, wall
