@@ -180,7 +180,8 @@ def run(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Run SCHEDULE on real buffers, every rank a thread, and check every rank's result.
+    """Run SCHEDULE on real buffers (every rank a thread, a process, or a process that a
+    launcher started) and check every rank's result.
 
     Example: rcc run optcc -n 2 -g 4 --fail 0:1 --fail-channel 0:0:3:delivered
 
@@ -251,19 +252,8 @@ def run(
         rank, result = run_distributed(sched, **how)
     else:
         result = run_schedule(sched, backend=chosen, processes=processes, **how)
-    if rank == 0 and trace_file is not None:
-        from resilientcc.runtime import write_run_trace
-
-        write_run_trace(result, sched, trace_file)
-    if rank != 0:
-        pass
-    elif as_json:
-        summary = {f.name: getattr(result, f.name) for f in fields(result) if f.name != "events"}
-        typer.echo(json.dumps(summary))
-    else:
-        _print(result)
-        if trace_file is not None:
-            typer.echo(f"wrote {trace_file} ({len(result.events):,} events)")
+    if rank == 0:  # under a launcher, the others stay quiet
+        _report(result, sched, trace_file, as_json)
     if not result.exact:
         raise typer.Exit(EXIT_WRONG_RESULT)
 
@@ -284,6 +274,21 @@ def _verify(sched: Schedule, *, failover: bool, quiet: bool) -> None:
         props = ", ".join(r.property for r in report.results)
         seconds = sum(r.seconds for r in report.results)
         typer.echo(f"verified: {props} proved in {seconds:.2f} s")
+
+
+def _report(result: RunResult, sched: Schedule, trace_file: Path | None, as_json: bool) -> None:
+    """Write the trace file, if asked, and print the result (JSON: without the events)."""
+    if trace_file is not None:
+        from resilientcc.runtime import write_run_trace
+
+        write_run_trace(result, sched, trace_file)
+    if as_json:
+        summary = {f.name: getattr(result, f.name) for f in fields(result) if f.name != "events"}
+        typer.echo(json.dumps(summary))
+        return
+    _print(result)
+    if trace_file is not None:
+        typer.echo(f"wrote {trace_file} ({len(result.events):,} events)")
 
 
 def _print(r: RunResult) -> None:

@@ -27,11 +27,13 @@ out when a channel with sends waiting has had no acknowledgement for ``ack_timeo
 later). The timeout watches every channel and cannot tell a dead one from one whose
 receiver is slow: a live channel that stalls that long is given up too, which costs
 re-sends and nothing else (the receiver drops the duplicates), and a rank's last live
-channel is never given up on a timeout alone. The migration protocol, once the sender knows: it re-sends, on
-a surviving channel of its own (the next one of the schedule's channels that is
-alive), the in-flight transfer and every transfer it sent on ``c`` that is not
-acknowledged yet (they may or may not have been delivered: it cannot tell), and sends
-every later transfer of ``c`` there too, each connection still in its own FIFO order.
+channel is never given up on a timeout alone.
+
+The migration protocol, once the sender knows: it re-sends, on a surviving channel of
+its own (the next one of the schedule's channels that is alive), the in-flight transfer
+and every transfer it sent on ``c`` that is not acknowledged yet (they may or may not
+have been delivered: it cannot tell), and sends every later transfer of ``c`` there
+too, each connection still in its own FIFO order.
 The receiver commits a transfer id at most once and drops duplicates (``dedup``;
 without it a re-sent reduce is added twice, which the run's check catches).
 Acknowledgements and notices are not lost (they stand for a control path of their own).
