@@ -197,6 +197,10 @@ def run_rank(
     queues = {k: list(ids) for k, ids in plan.connections.items()}
     heads = {k: 0 for k in queues}
     waiting = set(queues)  # connections with transfers left to issue
+    # connections to look at, and those parked on a completion they wait for (each
+    # connection is in one of the two, or done)
+    ready: deque[tuple[int, int]] = deque(queues)
+    parked: dict[int, list[tuple[int, int]]] = {}
     ends = 0
     end_sent = False
     last_heard = time.monotonic()
@@ -313,26 +317,36 @@ def run_rank(
         if again:  # acknowledged and announced at the first commit already
             return
         committed.add(tid)
-        known.add(tid)
+        learn(tid)
         transport.send(t.src, _header(ACK, me, tid))
         for r in plan.notify.get(tid, ()):
             transport.send(r, _header(DONE, me, tid))
         stats.control_messages += 1 + len(plan.notify.get(tid, ()))
 
+    def advance(key: tuple[int, int]) -> None:
+        """Issue connection ``key``'s transfers up to the first whose deps are not all
+        known, and park the connection on one dep it waits for."""
+        ids = queues[key]
+        i = heads[key]
+        while i < len(ids):
+            missing = next((d for d in by_id[ids[i]].deps if d not in known), None)
+            if missing is not None:
+                parked.setdefault(missing, []).append(key)
+                break
+            issue(by_id[ids[i]])
+            i += 1
+        heads[key] = i
+        if i == len(ids):
+            waiting.discard(key)
+
+    def learn(tid: int) -> None:
+        """Transfer ``tid`` completed: the connections parked on it may go on."""
+        known.add(tid)
+        ready.extend(parked.pop(tid, ()))
+
     while True:
-        progressed = True
-        while progressed:
-            progressed = False
-            for key in list(waiting):
-                ids = queues[key]
-                i = heads[key]
-                while i < len(ids) and all(d in known for d in by_id[ids[i]].deps):
-                    issue(by_id[ids[i]])
-                    i += 1
-                    progressed = True
-                heads[key] = i
-                if i == len(ids):
-                    waiting.discard(key)
+        while ready:
+            advance(ready.popleft())
         done = not waiting and not unacked and len(committed) == plan.receives
         if done and not end_sent:
             for r in range(transport.world):
@@ -382,8 +396,8 @@ def run_rank(
                     stats.max_ack_gap_s = max(stats.max_ack_gap_s, now - since)
                 last_ack[c] = now
                 del unacked[tid]
-            known.add(tid)
+            learn(tid)
         elif kind == DONE:
-            known.add(tid)
+            learn(tid)
         elif kind == END:
             ends += 1
