@@ -243,11 +243,11 @@ def test_the_trace_shows_the_schedule_s_order_and_the_failover(algo: str) -> Non
     kinds = [e.kind for e in r.events]
     assert [e.time_s for e in r.events] == sorted(e.time_s for e in r.events)
     assert kinds.count("commit") == len(s.transfers)  # each committed once
-    assert kinds.count("swallowed") == r.dropped >= 1 and kinds.count("resend") == r.resent
-    assert kinds.count("duplicate") == r.duplicates
-    assert kinds.count("send") + kinds.count("swallowed") == len(
-        s.transfers
-    ) + r.resent - kinds.count("resend")
+    # every data message is one of send / resend / swallowed (a re-send can be swallowed
+    # too, if it went to the silent channel before the timeout found it)
+    sends = kinds.count("send") + kinds.count("resend") + kinds.count("swallowed")
+    assert sends == r.sent and kinds.count("swallowed") == r.dropped >= 1
+    assert kinds.count("resend") <= r.resent and kinds.count("duplicate") == r.duplicates
     give_ups = [e for e in r.events if e.kind == "give_up"]
     assert (4, channel) in {(e.rank, e.channel) for e in give_ups}
     assert all("no acknowledgement for 0.3 s" in e.detail for e in give_ups)
