@@ -6,10 +6,12 @@ Usage::
         [--timeouts 0.1,0.5,2] [--backend local] [--elements 4096] [--repeat 3]
 
 One row per (algorithm, cluster, acknowledgement timeout). Server 0 has lost one NIC
-(the schedule is built for it); during the run NIC 1 of server 1 dies *silently* on
-every GPU that sends on it, halfway through each GPU's sends there: it swallows what it
-is given, and each GPU finds out only when that channel has gone ``timeout`` seconds
-without an acknowledgement. Columns: the median wall time without the failure and with
+(the schedule is built for it); during the run NIC 1 of server 1 dies *silently*, both
+ways (``nic_failures``): for every GPU of server 1 that sends on it, and for every other
+GPU's sends on that rail into server 1, at each sender's send number ``h`` there, ``h``
+half the fewest sends of a server-1 GPU on it. It swallows what it is given, and each
+sender finds out only when a receiver has sent no acknowledgement on that channel for
+``timeout`` seconds. Columns: the median wall time without the failure and with
 it (side by side, ``--repeat`` runs each), the difference, how many messages the dead
 NIC swallowed, the longest time from the failure to its discovery, and the longest a
 live channel waited for an acknowledgement in the runs without the failure (how far the

@@ -210,7 +210,8 @@ def test_giving_up_live_channels_too_early_costs_re_sends_not_correctness() -> N
     # a timeout far below the acknowledgements' round trip gives up healthy channels:
     # their unacknowledged transfers are re-sent and the receivers drop the copies
     s = generate("optcc", degraded(2, 4, "0:1"), Fraction(2**20))
-    # (and never a rank's last live channel: that would end in "every channel is dead")
+    # (and never a rank's last live channel: that would end in "every channel to rank R
+    # is dead")
     r = run_schedule(s, elements=64, ack_timeout_s=1e-5)
     assert r.exact and r.failed >= 1 and r.dropped == 0
     assert r.resent == r.duplicates >= 1
@@ -250,7 +251,7 @@ def test_the_trace_shows_the_schedule_s_order_and_the_failover(algo: str) -> Non
     assert kinds.count("resend") <= r.resent and kinds.count("duplicate") == r.duplicates
     give_ups = [e for e in r.events if e.kind == "give_up"]
     assert (4, channel) in {(e.rank, e.channel) for e in give_ups}
-    assert all("no acknowledgement for 0.3 s" in e.detail for e in give_ups)
+    assert all(re.match(r"no acknowledgement from rank \d+ for 0.3 s", e.detail) for e in give_ups)
     # happens-before at run time: a transfer leaves after its deps were committed, and a
     # connection's transfers leave in their FIFO order (one clock: every rank a thread)
     sent, done = first_times(r.events, "send"), first_times(r.events, "commit")
@@ -289,18 +290,54 @@ def test_the_trace_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert res.exit_code == 2 and "--trace" in res.output and not (tmp_path / "x.png").exists()
 
 
-def test_a_nic_of_a_server_fails_on_every_gpu_that_uses_it() -> None:
+def test_a_nic_of_a_server_fails_both_ways() -> None:
     topo = degraded(2, 4, "0:1")
     s = generate("optcc", topo, Fraction(2**20))
     fs = nic_failures(s, topo, 1, 2, after=1, outcome="delivered")
-    assert fs and {f.rank for f in fs} <= {4, 5, 6, 7}
+    out = [f for f in fs if not f.peers]  # server 1's GPUs: every send on channel 2
+    into = [f for f in fs if f.peers]  # the others' sends on channel 2 into server 1
+    assert out and {f.rank for f in out} <= {4, 5, 6, 7}
+    assert into and {f.rank for f in into} <= {0, 1, 2, 3}
+    assert all(f.peers == (4, 5, 6, 7) for f in into)
     assert all((f.channel, f.after, f.outcome) == (2, 1, "delivered") for f in fs)
     r = run_schedule(s, elements=64, failures=fs)
     assert r.exact and r.failed == len(fs) and r.duplicates == r.resent >= len(fs)
+    only_out = nic_failures(s, topo, 1, 2, after=1, inbound=False)
+    assert only_out == [dataclasses.replace(f, outcome="lost") for f in out]
     with pytest.raises(InputError, match="servers 0, 1"):
         nic_failures(s, topo, 2, 0)
     with pytest.raises(InputError, match="never be noticed"):
         nic_failures(s, topo, 1, 2, after=10**6)
+
+
+def test_a_channel_dead_for_some_peers_still_carries_the_others() -> None:
+    s = generate("optcc", degraded(2, 4, "0:1"), Fraction(2**20))
+    plans = rank_plans(s)
+    rank, channel, p, q = next(
+        (pl.rank, c, dsts[0], dsts[1])
+        for pl in plans
+        for c in s.channels
+        if len(dsts := sorted({d for d, ch in pl.connections if ch == c})) >= 2
+    )
+    f = ChannelFailure(rank, channel, 0, "lost", peers=(p,))
+    r = run_schedule(s, elements=64, failures=[f], trace=True)
+    assert r.exact and r.failed == 1
+    mine = [e for e in r.events if e.rank == rank and e.kind == "send"]
+    # nothing more to p on the channel, everything to q still on it
+    assert not [e for e in mine if e.peer == p and e.channel == channel]
+    assert sum(e.peer == q and e.channel == channel for e in mine) == len(
+        plans[rank].connections[(q, channel)]
+    )
+    (gave,) = [e for e in r.events if e.kind == "give_up"]
+    assert gave.rank == rank and gave.detail.startswith(
+        f"send error; channel {channel} to rank {p} now"
+    )
+    with pytest.raises(InputError, match="for the same ranks"):
+        run_schedule(s, failures=[f, ChannelFailure(rank, channel, 0, "silent")])
+    with pytest.raises(InputError, match=r"peers \[99\]"):
+        run_schedule(s, failures=[ChannelFailure(rank, channel, 0, peers=(99,))])
+    with pytest.raises(ScheduleError, match="cannot include itself"):
+        ChannelFailure(rank, channel, 0, peers=(rank,))
 
 
 def test_two_channels_of_two_ranks_fail() -> None:
@@ -324,7 +361,7 @@ def test_without_dedup_a_resent_reduce_is_counted_twice() -> None:
 def test_a_rank_with_every_channel_dead_is_an_error() -> None:
     s = pair_schedule()
     fs = [ChannelFailure(0, 0, 0), ChannelFailure(0, 1, 0)]
-    with pytest.raises(RunError, match="every channel is dead"):
+    with pytest.raises(RunError, match="every channel to rank 1 is dead"):
         run_schedule(s, elements=4, failures=fs, idle_timeout_s=5)
 
 
@@ -432,7 +469,7 @@ def test_processes_run_exact_and_catch_the_dedup_mutant() -> None:
 @needs_gloo
 def test_processes_report_a_rank_error() -> None:
     fs = [ChannelFailure(0, 0, 0), ChannelFailure(0, 1, 0)]
-    with pytest.raises(RunError, match="every channel is dead"):
+    with pytest.raises(RunError, match="every channel to rank 1 is dead"):
         run_schedule(
             pair_schedule(),
             elements=4,
@@ -545,7 +582,8 @@ def test_cli_run_json_and_wrong_result_exit_code(tmp_path) -> None:  # type: ign
 def test_cli_run_fail_nic() -> None:
     res = runner.invoke(app, ["run", "ring", "--backend", "local", "--fail-nic", "1:3:2:lost"])
     assert res.exit_code == 0, res.output
-    assert "channel failures: 4 (rank 4 channel 3 -> 0, rank 5 channel 3 -> 0" in res.output
+    # server 1's GPUs, and rank 2's sends into server 1 on that rail
+    assert "channel failures: 5 (rank 2 channel 3 -> 0, rank 4 channel 3 -> 0" in res.output
     assert "exact on all 8 ranks" in res.output
     silent = ["run", "ring", "--backend", "local", "--fail-nic", "1:3:2:silent"]
     res = runner.invoke(app, [*silent, "--ack-timeout", "0.3"])

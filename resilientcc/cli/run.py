@@ -44,9 +44,9 @@ def parse_channel_failure(text: str, option: str = "--fail-channel") -> ChannelF
     (for ``--fail-nic`` the same numbers read ``SERVER:NIC``).
 
     >>> parse_channel_failure("3:1:5:delivered")
-    ChannelFailure(rank=3, channel=1, after=5, outcome='delivered')
+    ChannelFailure(rank=3, channel=1, after=5, outcome='delivered', peers=())
     >>> parse_channel_failure("0:2")
-    ChannelFailure(rank=0, channel=2, after=0, outcome='lost')
+    ChannelFailure(rank=0, channel=2, after=0, outcome='lost', peers=())
     """
     from resilientcc.runtime import OUTCOMES, ChannelFailure
 
@@ -120,8 +120,9 @@ def run(
         list[str] | None,
         typer.Option(
             "--fail-nic",
-            help="Kill NIC of SERVER for every GPU of it that uses it, each as it sends its "
-            "AFTER-th transfer on it: SERVER:NIC[:AFTER[:OUTCOME]]. Repeatable.",
+            help="Kill NIC of SERVER both ways: every GPU of the server that sends on it, and "
+            "every other GPU's sends on that rail into the server, each as it sends its "
+            "AFTER-th transfer there: SERVER:NIC[:AFTER[:OUTCOME]]. Repeatable.",
         ),
     ] = None,
     no_dedup: Annotated[
@@ -165,9 +166,10 @@ def run(
         float,
         typer.Option(
             "--ack-timeout",
-            help="Seconds a channel with sends waiting may go without an acknowledgement "
-            "before its rank gives it up and re-sends on another (how silent failures are "
-            "found; a live channel given up costs only re-sends).",
+            help="Seconds a channel with sends waiting to a rank may go without an "
+            "acknowledgement from it before the sender gives the channel up for that rank and "
+            "re-sends on another (how silent failures are found; a live one given up costs "
+            "only re-sends).",
         ),
     ] = 10.0,
     trace_file: Annotated[
@@ -315,8 +317,8 @@ def _print(r: RunResult) -> None:
             f"{r.ack_timeout_s:g} s)"
         )
     typer.echo(
-        f"  longest wait for an acknowledgement on a channel: {r.max_ack_gap_s * 1e3:.1f} ms "
-        f"(a channel is given up after {r.ack_timeout_s:g} s)"
+        f"  longest wait for an acknowledgement: {r.max_ack_gap_s * 1e3:.1f} ms "
+        f"(a channel is given up for a receiver after {r.ack_timeout_s:g} s)"
     )
     if r.exact:
         typer.echo(f"result: exact on all {r.ranks} ranks (every rank holds the sum of all inputs)")

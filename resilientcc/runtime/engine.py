@@ -17,23 +17,26 @@ loop may take give the same result.
 
 **Failures** (:class:`ChannelFailure`, the model of :mod:`resilientcc.verify.failover`).
 Channel ``c`` of rank ``r`` (one of its NICs) dies when ``r`` is about to send its
-``after``-th transfer on it (counting from 0). That transfer is in flight and is
+``after``-th transfer on it (counting from 0), for every receiver, or only for the
+failure's ``peers`` (their NIC on that rail died). That transfer is in flight and is
 ``delivered`` (the receiver commits it, but the sender cannot tell) or ``lost`` (a
-half-delivered transfer is never committed, so it counts as lost), and the sender
-knows at once that ``c`` is dead (a send error). Or it is ``silent``: ``c`` drops that
-transfer and every later one the rank sends on it, with no error, and the rank finds
-out when a channel with sends waiting has had no acknowledgement for ``ack_timeout_s``
+half-delivered transfer is never committed, so it counts as lost), and the sender knows
+at once (a send error). Or it is ``silent``: ``c`` swallows that transfer and every
+later one to those receivers, with no error, and the rank finds out when a connection
+``(c, receiver)`` with sends waiting has had no acknowledgement for ``ack_timeout_s``
 (counted from its oldest waiting send or its latest acknowledgement, whichever is
-later). The timeout watches every channel and cannot tell a dead one from one whose
-receiver is slow: a live channel that stalls that long is given up too, which costs
-re-sends and nothing else (the receiver drops the duplicates), and a rank's last live
-channel is never given up on a timeout alone.
+later); it then gives ``c`` up for that receiver. The timeout watches every connection
+and cannot tell a dead one from one whose receiver is slow: a live one that stalls that
+long is given up too, which costs re-sends and nothing else (the receiver drops the
+duplicates), and a rank's last live channel to a receiver is never given up on a
+timeout alone.
 
 The migration protocol, once the sender knows: it re-sends, on a surviving channel of
-its own (the next one of the schedule's channels that is alive), the in-flight transfer
-and every transfer it sent on ``c`` that is not acknowledged yet (they may or may not
-have been delivered: it cannot tell), and sends every later transfer of ``c`` there
-too, each connection still in its own FIFO order.
+its own (the next one of the schedule's channels that is alive for that receiver), the
+in-flight transfer and every transfer it sent on ``c`` to the receivers cut off that is
+not acknowledged yet (they may or may not have been delivered: it cannot tell), and
+sends every later transfer of ``c`` to them there too, each connection still in its own
+FIFO order.
 The receiver commits a transfer id at most once and drops duplicates (``dedup``;
 without it a re-sent reduce is added twice, which the run's check catches).
 Acknowledgements and notices are not lost (they stand for a control path of their own).
@@ -79,14 +82,21 @@ class ChannelFailure:
     receiver, unknown to the sender) or ``"lost"``; the sender knows the channel is dead
     at once. ``"silent"``: that transfer and every later one sent on the channel are
     lost without an error, and the sender finds out from a missing acknowledgement.
+    ``peers``: the channel dies only for sends to these ranks (a NIC at the other end
+    that died: :func:`~resilientcc.runtime.launch.nic_failures`); empty, for every rank.
+    ``after`` then counts the sends on the channel to them.
     """
 
     rank: int
     channel: int
     after: int = 0
     outcome: str = "lost"
+    peers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "peers", tuple(sorted(set(self.peers))))
+        if self.rank in self.peers:
+            raise ScheduleError(f"failure on rank {self.rank}: its peers cannot include itself")
         if self.outcome not in OUTCOMES:
             raise ScheduleError(
                 f"failure outcome must be one of {', '.join(OUTCOMES)}, got {self.outcome!r}"
@@ -130,17 +140,17 @@ class RankStats:
     duplicates: int = 0
     payload_elements: int = 0
     control_messages: int = 0
-    migrated: dict[int, int] = field(default_factory=dict)  # dead channel -> channel used
+    migrated: list[tuple[int, int]] = field(default_factory=list)  # (dead channel, used)
     dropped: int = 0  # messages a silently dead channel swallowed
     detect_s: float = 0.0  # longest wait from a silent failure to its timeout
-    max_ack_gap_s: float = 0.0  # longest a waiting channel went without an acknowledgement
+    max_ack_gap_s: float = 0.0  # longest a waiting connection went without an acknowledgement
     events: list[RunEvent] = field(default_factory=list)  # with run_rank(trace=True)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RankStats:
         """Undo ``dataclasses.asdict`` (and a JSON round trip: string keys, lists)."""
         d = dict(d)
-        d["migrated"] = {int(k): int(v) for k, v in d.get("migrated", {}).items()}
+        d["migrated"] = [(int(c), int(alt)) for c, alt in d.get("migrated", [])]
         d["events"] = [RunEvent(**e) for e in d.get("events", [])]
         return cls(**d)
 
@@ -167,8 +177,9 @@ def run_rank(
     """Run ``plan`` (rank ``plan.rank`` of ``schedule``) on ``buffer``, in place.
 
     ``slices``: each chunk's element range (:func:`~resilientcc.runtime.plan.chunk_slices`);
-    ``failures``: this rank's channel failures; ``ack_timeout_s``: how long a channel
-    with sends waiting may go without an acknowledgement before it is given up;
+    ``failures``: this rank's channel failures; ``ack_timeout_s``: how long a
+    connection (channel, receiver) with sends waiting may go without an acknowledgement
+    before the channel is given up for that receiver;
     ``trace``: record a :class:`RunEvent` for everything the rank does
     (:attr:`RankStats.events`).
 
@@ -180,20 +191,25 @@ def run_rank(
     by_id = schedule.by_id
     stats = RankStats(me)
     channels = list(schedule.channels)
-    dead: set[int] = set()
-    silent: set[int] = set()  # failed silently, not noticed yet
-    silent_since: dict[int, float] = {}
-    fail_at = {f.channel: f for f in failures if f.rank == me}
-    sent_on: dict[int, int] = {}  # channel -> transfers sent on it so far
+    others = frozenset(range(transport.world)) - {me}
+    # per channel, the ranks it is known dead for, and those it is silently dead for (not
+    # noticed yet); a NIC of this rank that died is dead for every rank
+    dead: dict[int, set[int]] = {c: set() for c in channels}
+    silent: dict[int, set[int]] = {c: set() for c in channels}
+    silent_since: dict[tuple[int, int], float] = {}
+    mine = [f for f in failures if f.rank == me]
+    scopes = [frozenset(f.peers) or others for f in mine]  # the ranks each failure hits
+    counts = [0] * len(mine)  # sends so far on each failure's channel to its ranks
+    fired = [False] * len(mine)
     known: set[int] = set()  # completed transfers this rank knows of
     committed: set[int] = set()
     # id -> (channel it was last sent on, the data read when it was issued): kept until
     # acknowledged, for re-sending
     unacked: dict[int, tuple[int, np.ndarray]] = {}
-    # per channel, (time sent, id) in the order sent: the front is the oldest send on it
-    # that may still wait for its acknowledgement (stale entries are skipped)
-    watch: dict[int, deque[tuple[float, int]]] = {c: deque() for c in channels}
-    last_ack: dict[int, float] = {}  # channel -> when an acknowledgement last came for it
+    # per (channel, receiver), (time sent, id) in the order sent: the front is the oldest
+    # send there that may still wait for its acknowledgement (stale entries are skipped)
+    watch: dict[tuple[int, int], deque[tuple[float, int]]] = {}
+    last_ack: dict[tuple[int, int], float] = {}  # when an acknowledgement last came there
     queues = {k: list(ids) for k, ids in plan.connections.items()}
     heads = {k: 0 for k in queues}
     waiting = set(queues)  # connections with transfers left to issue
@@ -210,14 +226,13 @@ def run_rank(
         parts = [buffer[a:b] for a, b in transfer_slices(t, slices)]
         return np.concatenate(parts) if parts else np.zeros(0)
 
-    def surviving(c: int) -> int:
+    def surviving(c: int, dst: int) -> int:
+        """The channel to use for ``dst`` in place of ``c``: the next one alive for it."""
         for k in range(1, len(channels) + 1):
             alt = channels[(channels.index(c) + k) % len(channels)]
-            if alt not in dead:
+            if dst not in dead[alt]:
                 return alt
-        raise RunError(
-            f"rank {me}: every channel is dead ({sorted(dead)}): nothing left to send on"
-        )
+        raise RunError(f"rank {me}: every channel to rank {dst} is dead: nothing left to send on")
 
     def record(
         kind: str, transfer: int = -1, channel: int = -1, peer: int = -1, detail: str = ""
@@ -228,7 +243,7 @@ def run_rank(
             )
 
     def transmit(t: Transfer, channel: int, data: np.ndarray, again: bool = False) -> None:
-        if channel in silent:
+        if t.dst in silent[channel]:
             stats.dropped += 1  # swallowed; the sender cannot tell
             record("swallowed", t.id, channel, t.dst)
         else:
@@ -237,65 +252,81 @@ def run_rank(
         stats.sent += 1
         stats.payload_elements += data.size
         unacked[t.id] = (channel, data)
-        now = time.monotonic()
-        watch[channel].append((now, t.id))
+        watch.setdefault((channel, t.dst), deque()).append((time.monotonic(), t.id))
 
-    def give_up(c: int, why: str, skip: int = -1) -> int:
-        """Channel ``c`` is known dead: re-send what it may have lost; the channel now used."""
-        dead.add(c)
-        silent.discard(c)
-        alt = surviving(c)
-        stats.migrated[c] = alt
-        record("give_up", channel=c, detail=f"{why}; now channel {alt}")
-        # everything on c not acknowledged: maybe delivered, maybe not; send it again
+    def give_up(c: int, ranks: frozenset[int] | set[int], why: str, skip: int = -1) -> None:
+        """Channel ``c`` is known dead for ``ranks``: re-send to them, on the channel that
+        each now uses, what ``c`` may have lost."""
+        ranks = set(ranks) - dead[c]
+        if not ranks:
+            return
+        dead[c] |= ranks
+        silent[c] -= ranks
+        alt = surviving(c, min(ranks))
+        stats.migrated.append((c, alt))
+        to = (
+            ""
+            if ranks == others
+            else f" to rank{'s' if len(ranks) > 1 else ''} " + ", ".join(map(str, sorted(ranks)))
+        )
+        record("give_up", channel=c, detail=f"{why}; channel {c}{to} now {alt}")
+        # everything on c to them not acknowledged: maybe delivered, maybe not; again
         for tid, (ch, sent) in sorted(unacked.items()):
-            if ch == c and tid != skip:
-                transmit(by_id[tid], alt, sent, again=True)
+            t = by_id[tid]
+            if ch == c and t.dst in ranks and tid != skip:
+                transmit(t, surviving(c, t.dst), sent, again=True)
                 stats.resent += 1
-        return alt
 
     def issue(t: Transfer) -> None:
         data = payload_of(t)  # read when issued
-        c = t.channel
-        if c in dead:
-            c = surviving(c)
-        elif c in fail_at and c not in silent and sent_on.get(c, 0) == fail_at[c].after:
-            f = fail_at[c]
-            record("fail", t.id, c, t.dst, f.outcome)
-            if f.outcome == "silent":  # from now on c swallows what it is given
-                silent.add(c)
-                silent_since[c] = time.monotonic()
+        c, dst = t.channel, t.dst
+        hit = None
+        for i, f in enumerate(mine):
+            if f.channel == c and dst in scopes[i]:
+                if not fired[i] and counts[i] == f.after:
+                    hit = i
+                counts[i] += 1
+        if dst in dead[c]:
+            transmit(t, surviving(c, dst), data)
+            return
+        if hit is not None:
+            f, fired[hit] = mine[hit], True
+            record("fail", t.id, c, dst, f.outcome)
+            live = scopes[hit] - dead[c]
+            if f.outcome == "silent":  # from now on c swallows what it is given for them
+                silent[c] |= live
+                now = time.monotonic()
+                silent_since.update({(c, d): now for d in live})
             else:
                 if f.outcome == "delivered":  # it arrives, but the sender cannot tell
                     transmit(t, c, data)
                     stats.resent += 1
-                c = give_up(c, "send error", skip=t.id)
-                sent_on[t.channel] = sent_on.get(t.channel, 0) + 1
-                transmit(t, c, data, again=f.outcome == "delivered")
+                give_up(c, live, "send error", skip=t.id)
+                transmit(t, surviving(c, dst), data, again=f.outcome == "delivered")
                 return
-        sent_on[t.channel] = sent_on.get(t.channel, 0) + 1
         transmit(t, c, data)
 
-    def waiting_since(c: int) -> float | None:
-        """Since when channel ``c`` has waited for an acknowledgement (``None``: it is
-        not waiting): its oldest unacknowledged send, or its latest acknowledgement."""
-        q = watch[c]
-        while q and not (q[0][1] in unacked and unacked[q[0][1]][0] == c):
+    def waiting_since(key: tuple[int, int]) -> float | None:
+        """Since when connection ``key`` = (channel, receiver) has waited for an
+        acknowledgement (``None``: it is not waiting): its oldest unacknowledged send, or
+        its latest acknowledgement."""
+        q = watch[key]
+        while q and not (q[0][1] in unacked and unacked[q[0][1]][0] == key[0]):
             q.popleft()
-        return max(q[0][0], last_ack.get(c, 0.0)) if q else None
+        return max(q[0][0], last_ack.get(key, 0.0)) if q else None
 
-    def next_timeout() -> tuple[float, int] | None:
-        """(when, channel): the first live channel to be given up if no acknowledgement
-        comes for it, from its oldest send still waiting or its latest acknowledgement."""
-        first: tuple[float, int] | None = None
-        if len(dead) >= len(channels) - 1:
-            return None  # the last live channel is never given up on a timeout alone
-        for c in watch:
-            since = waiting_since(c)
-            if since is not None and c not in dead:
-                at = since + ack_timeout_s
-                if first is None or at < first[0]:
-                    first = (at, c)
+    def next_timeout() -> tuple[float, tuple[int, int]] | None:
+        """(when, (channel, receiver)): the first to be given up if no acknowledgement
+        comes from that receiver on that channel, counted from its oldest send still
+        waiting or its latest acknowledgement."""
+        first: tuple[float, tuple[int, int]] | None = None
+        for key in watch:
+            c, dst = key
+            if dst in dead[c] or sum(dst not in dead[x] for x in channels) < 2:
+                continue  # dead already, or the last live channel to dst: kept
+            since = waiting_since(key)
+            if since is not None and (first is None or since + ack_timeout_s < first[0]):
+                first = (since + ack_timeout_s, key)
         return first
 
     def commit(tid: int, payload: np.ndarray, channel: int) -> None:
@@ -359,10 +390,11 @@ def run_rank(
         if now >= next_check:  # deadlines only move later, and new ones are >= now + T
             due = next_timeout()
             if due is not None and now >= due[0]:
-                if due[1] in silent:
-                    stats.detect_s = max(stats.detect_s, now - silent_since[due[1]])
-                # nothing acknowledged on it for too long: given up
-                give_up(due[1], f"no acknowledgement for {ack_timeout_s:g} s")
+                c, dst = due[1]
+                if dst in silent[c]:
+                    stats.detect_s = max(stats.detect_s, now - silent_since[(c, dst)])
+                # nothing acknowledged there for too long: given up for that receiver
+                give_up(c, {dst}, f"no acknowledgement from rank {dst} for {ack_timeout_s:g} s")
                 continue
             next_check = due[0] if due is not None else now + ack_timeout_s
         wait = min(idle_timeout_s - (now - last_heard), next_check - now)
@@ -390,11 +422,11 @@ def run_rank(
             commit(tid, payload, int(header[4]))
         elif kind == ACK:
             if tid in unacked:
-                c = unacked[tid][0]
-                since = waiting_since(c)
+                key = (unacked[tid][0], by_id[tid].dst)
+                since = waiting_since(key)
                 if since is not None:
                     stats.max_ack_gap_s = max(stats.max_ack_gap_s, now - since)
-                last_ack[c] = now
+                last_ack[key] = now
                 del unacked[tid]
             learn(tid)
         elif kind == DONE:

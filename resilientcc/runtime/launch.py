@@ -57,10 +57,10 @@ class RunResult:
         dedup: receivers dropped duplicates (the protocol); ``False`` committed them.
         dropped: messages swallowed by silently dead channels; ``detect_s``: the
             longest time from a silent failure until its sender gave the channel up
-            (``ack_timeout_s`` and a little more); ``max_ack_gap_s``: the longest a channel
-            with sends waiting went without an acknowledgement, where one then came
-            (how close the run came to giving a live channel up).
-        ack_timeout_s: how long a channel could wait for an acknowledgement.
+            (``ack_timeout_s`` and a little more); ``max_ack_gap_s``: the longest a connection
+            (channel, receiver) with sends waiting went without an acknowledgement,
+            where one then came (how close the run came to giving a live one up).
+        ack_timeout_s: how long a connection could wait for an acknowledgement.
         distributed: every rank a process of a torch.distributed job started by its
             launcher (torchrun; :mod:`resilientcc.runtime.distributed`).
         events: with ``trace``, what every rank did, in time order
@@ -100,12 +100,15 @@ def nic_failures(
     nic: int,
     after: int = 0,
     outcome: str = "lost",
+    inbound: bool = True,
 ) -> list[ChannelFailure]:
-    """NIC ``nic`` of ``server`` dying: channel ``nic`` fails on every GPU of the server
-    that sends on it, as each sends its ``after``-th transfer there.
+    """NIC ``nic`` of ``server`` dying, both ways: channel ``nic`` fails on every GPU of
+    the server that sends on it, and (``inbound``) for every other GPU's sends on channel
+    ``nic`` to the server's GPUs (they arrive through that NIC, on its rail), each as the
+    sender sends its ``after``-th transfer there.
 
     Each GPU finds the NIC dead at its own send (there is no shared clock across ranks);
-    GPUs that send ``after`` transfers or fewer on it never notice and are left out.
+    GPUs that send ``after`` transfers or fewer there never notice and are left out.
 
     Raises:
         InputError: unknown server, or no GPU of it would notice.
@@ -114,8 +117,9 @@ def nic_failures(
     >>> from resilientcc.schedules.generators import generate
     >>> from resilientcc.topology import hierarchical
     >>> t = hierarchical(2, 2)
-    >>> tuple(f.rank for f in nic_failures(generate("ring", t, Fraction(2**20)), t, 1, 0, after=2))
-    (2, 3)
+    >>> fs = nic_failures(generate("ring", t, Fraction(2**20)), t, 1, 0, after=2)
+    >>> tuple((f.rank, f.peers) for f in fs)  # server 1's GPUs, and rank 1's sends into it
+    ((2, ()), (3, ()), (1, (2, 3)))
     """
     gpus = topology.gpus_of_server.get(server)
     if gpus is None:
@@ -124,16 +128,19 @@ def nic_failures(
             f"{', '.join(map(str, topology.servers))}"
         )
     plans = rank_plans(schedule)
-    out = []
-    for g in gpus:
-        assert g.rank is not None
-        if after < plans[g.rank].sends_on(nic):
-            out.append(ChannelFailure(g.rank, nic, after, outcome))
+    inside = tuple(g.rank for g in gpus if g.rank is not None)
+    out = [ChannelFailure(r, nic, after, outcome) for r in inside if after < plans[r].sends_on(nic)]
+    if inbound:
+        out += [
+            ChannelFailure(r, nic, after, outcome, peers=inside)
+            for r in range(schedule.ranks)
+            if r not in inside and after < plans[r].sends_on(nic, inside)
+        ]
     if not out:
         raise InputError(
-            f"NIC {nic} of server {server} after {after} sends: no GPU of the server sends "
-            f"more than {after} transfer{'s' if after != 1 else ''} on channel {nic}, so it "
-            "would never be noticed"
+            f"NIC {nic} of server {server} after {after} sends: no GPU sends more than "
+            f"{after} transfer{'s' if after != 1 else ''} on channel {nic} from or to the "
+            "server, so it would never be noticed"
         )
     return out
 
@@ -216,7 +223,7 @@ def check_run(
         raise InputError(f"elements must be at least 1, got {elements}")
     if not ack_timeout_s > 0:
         raise InputError(f"the acknowledgement timeout must be positive, got {ack_timeout_s:g} s")
-    seen: set[tuple[int, int]] = set()
+    hit: dict[tuple[int, int], set[int]] = {}  # (rank, channel) -> the ranks cut off
     for f in failures:
         if not 0 <= f.rank < schedule.ranks:
             raise InputError(
@@ -227,22 +234,31 @@ def check_run(
                 f"failure on channel {f.channel} of rank {f.rank}: the schedule's channels are "
                 f"{', '.join(map(str, schedule.channels))}"
             )
-        if (f.rank, f.channel) in seen:
+        if any(not 0 <= p < schedule.ranks for p in f.peers):
             raise InputError(
-                f"two failures of channel {f.channel} of rank {f.rank}: a channel dies once"
+                f"failure on channel {f.channel} of rank {f.rank}: peers {list(f.peers)} are "
+                f"not all ranks of 0..{schedule.ranks - 1}"
             )
-        seen.add((f.rank, f.channel))
+        scope = set(f.peers) or set(range(schedule.ranks)) - {f.rank}
+        if scope & hit.get((f.rank, f.channel), set()):
+            raise InputError(
+                f"two failures of channel {f.channel} of rank {f.rank} for the same ranks: "
+                "a channel dies once"
+            )
+        hit.setdefault((f.rank, f.channel), set()).update(scope)
     plans = rank_plans(schedule)
     for f in failures:
-        on = plans[f.rank].sends_on(f.channel)
+        on = plans[f.rank].sends_on(f.channel, f.peers)
+        where = f"channel {f.channel} of rank {f.rank}" + (
+            f" to ranks {', '.join(map(str, f.peers))}" if f.peers else ""
+        )
         if f.after >= on:
             raise InputError(
-                f"failure on channel {f.channel} of rank {f.rank} after {f.after} sends: it "
-                f"sends {on} transfer{'s' if on != 1 else ''} on that channel, so it would "
-                f"never fire (use 0..{on - 1})"
+                f"failure on {where} after {f.after} sends: it sends {on} "
+                f"transfer{'s' if on != 1 else ''} there, so it would never fire "
+                f"(use 0..{on - 1})"
                 if on
-                else f"failure on channel {f.channel} of rank {f.rank}: the rank sends nothing on "
-                f"that channel"
+                else f"failure on {where}: the rank sends nothing there"
             )
     return plans
 
@@ -279,7 +295,7 @@ def summarize(
         control_messages=sum(s.control_messages for s in done),
         payload_elements=sum(s.payload_elements for s in done),
         failed=sum(len(s.migrated) for s in done),
-        migrations=tuple((s.rank, c, alt) for s in done for c, alt in sorted(s.migrated.items())),
+        migrations=tuple((s.rank, c, alt) for s in done for c, alt in s.migrated),
         dedup=dedup,
         processes=processes,
         dropped=sum(s.dropped for s in done),

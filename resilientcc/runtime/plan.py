@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict, deque
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from resilientcc.errors import ScheduleError
@@ -51,9 +51,14 @@ class RankPlan:
         """How many transfers it sends."""
         return sum(len(ids) for ids in self.connections.values())
 
-    def sends_on(self, channel: int) -> int:
-        """How many transfers it sends on ``channel`` (to any rank)."""
-        return sum(len(ids) for (_, c), ids in self.connections.items() if c == channel)
+    def sends_on(self, channel: int, to: Collection[int] | None = None) -> int:
+        """How many transfers it sends on ``channel``, to the ranks ``to`` (any rank:
+        ``None`` or empty)."""
+        return sum(
+            len(ids)
+            for (dst, c), ids in self.connections.items()
+            if c == channel and (not to or dst in to)
+        )
 
 
 def rank_plans(schedule: Schedule) -> tuple[RankPlan, ...]:

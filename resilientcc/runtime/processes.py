@@ -84,7 +84,7 @@ def _rank_main(
     folder: str,
     elements: int,
     seed: int,
-    failures: list[tuple[int, int, int, str]],
+    failures: list[tuple[int, int, int, str, tuple[int, ...]]],
     dedup: bool,
     idle_timeout_s: float,
     ack_timeout_s: float,
@@ -111,7 +111,7 @@ def _rank_main(
                 rank,
                 elements=elements,
                 seed=seed,
-                failures=[ChannelFailure(*f) for f in failures],
+                failures=[ChannelFailure(r, c, a, o, tuple(p)) for r, c, a, o, p in failures],
                 dedup=dedup,
                 idle_timeout_s=idle_timeout_s,
                 ack_timeout_s=ack_timeout_s,
@@ -150,7 +150,7 @@ def run_processes(
     if not gloo_available():
         raise InputError("processes need torch with gloo: pip install 'resilientcc[runtime]'")
     ctx = multiprocessing.get_context("spawn")
-    fails = [(f.rank, f.channel, f.after, f.outcome) for f in failures]
+    fails = [(f.rank, f.channel, f.after, f.outcome, f.peers) for f in failures]
     with tempfile.TemporaryDirectory(prefix="rcc-run-") as folder:
         out = Path(folder)
         save_schedule(schedule, out / "schedule.json")
