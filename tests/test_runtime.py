@@ -213,7 +213,7 @@ def test_giving_up_live_channels_too_early_costs_re_sends_not_correctness() -> N
     # (and never a rank's last live channel: that would end in "every channel to rank R
     # is dead")
     r = run_schedule(s, elements=64, ack_timeout_s=1e-5)
-    assert r.exact and r.failed >= 1 and r.dropped == 0
+    assert r.exact and r.failed == 0 and r.migrations and r.dropped == 0
     assert r.resent == r.duplicates >= 1
 
 
@@ -583,7 +583,9 @@ def test_cli_run_fail_nic() -> None:
     res = runner.invoke(app, ["run", "ring", "--backend", "local", "--fail-nic", "1:3:2:lost"])
     assert res.exit_code == 0, res.output
     # server 1's GPUs, and rank 2's sends into server 1 on that rail
-    assert "channel failures: 5 (rank 2 channel 3 -> 0, rank 4 channel 3 -> 0" in res.output
+    assert (
+        "channel failures: 5 (given up: rank 2 channel 3 -> 0, rank 4 channel 3 -> 0" in res.output
+    )
     assert "exact on all 8 ranks" in res.output
     silent = ["run", "ring", "--backend", "local", "--fail-nic", "1:3:2:silent"]
     res = runner.invoke(app, [*silent, "--ack-timeout", "0.3"])

@@ -303,10 +303,12 @@ def _print(r: RunResult) -> None:
         f"  messages: {r.sent:,} data ({r.payload_elements * 8 / 2**20:.2f} MiB), "
         f"{r.control_messages:,} acknowledgements and notices"
     )
-    if r.failed:
-        moved = ", ".join(f"rank {rk} channel {c} -> {alt}" for rk, c, alt in r.migrations)
+    if r.failed or r.migrations:
+        moved = ", ".join(
+            f"rank {rk} channel {c} -> {alt}" for rk, c, alt in dict.fromkeys(r.migrations)
+        )
         typer.echo(
-            f"  channel failures: {r.failed} ({moved}); {r.resent} re-sent, "
+            f"  channel failures: {r.failed} (given up: {moved}); {r.resent} re-sent, "
             f"{r.duplicates} duplicate{'s' if r.duplicates != 1 else ''} "
             + ("dropped" if r.dedup else "committed again (--no-dedup)")
         )

@@ -140,7 +140,8 @@ class RankStats:
     duplicates: int = 0
     payload_elements: int = 0
     control_messages: int = 0
-    migrated: list[tuple[int, int]] = field(default_factory=list)  # (dead channel, used)
+    fired: int = 0  # failures of this rank that struck
+    migrated: list[tuple[int, int]] = field(default_factory=list)  # (given up, used)
     dropped: int = 0  # messages a silently dead channel swallowed
     detect_s: float = 0.0  # longest wait from a silent failure to its timeout
     max_ack_gap_s: float = 0.0  # longest a waiting connection went without an acknowledgement
@@ -291,6 +292,7 @@ def run_rank(
             return
         if hit is not None:
             f, fired[hit] = mine[hit], True
+            stats.fired += 1
             record("fail", t.id, c, dst, f.outcome)
             live = scopes[hit] - dead[c]
             if f.outcome == "silent":  # from now on c swallows what it is given for them

@@ -52,8 +52,10 @@ class RunResult:
             ``duplicates``: copies a receiver dropped (or, without dedup, committed
             again); ``control_messages``: acknowledgements and notices.
         payload_elements: numbers carried by the data messages.
-        failed: channel failures that fired; ``migrations``: ``(rank, dead channel,
-            channel used instead)`` for each.
+        failed: channel failures that struck; ``migrations``: ``(rank, channel given
+            up, channel used instead)`` each time a rank gave a channel up, for every
+            receiver or for some (a silent failure is found receiver by receiver, and a
+            timeout can give up a live channel too).
         dedup: receivers dropped duplicates (the protocol); ``False`` committed them.
         dropped: messages swallowed by silently dead channels; ``detect_s``: the
             longest time from a silent failure until its sender gave the channel up
@@ -294,7 +296,7 @@ def summarize(
         duplicates=sum(s.duplicates for s in done),
         control_messages=sum(s.control_messages for s in done),
         payload_elements=sum(s.payload_elements for s in done),
-        failed=sum(len(s.migrated) for s in done),
+        failed=sum(s.fired for s in done),
         migrations=tuple((s.rank, c, alt) for s in done for c, alt in s.migrated),
         dedup=dedup,
         processes=processes,
