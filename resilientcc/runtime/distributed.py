@@ -89,7 +89,7 @@ def run_distributed(
         RunError: this rank made no progress for ``idle_timeout_s`` or lost every
             channel.
     """
-    check_run(schedule, elements, failures, ack_timeout_s)
+    plans = check_run(schedule, elements, failures, ack_timeout_s)
     rank, world = launched_rank()
     if world != schedule.ranks:
         raise InputError(
@@ -108,13 +108,14 @@ def run_distributed(
         timeout=datetime.timedelta(seconds=max(idle_timeout_s, 30.0)),
     )
     try:
+        inputs = make_inputs(world, elements, seed)
+        buffer = inputs[rank].copy()
         dist.barrier()
         t0 = time.perf_counter()
-        buffer, stats = run_in_default_group(
+        stats = run_in_default_group(
             schedule,
-            rank,
-            elements=elements,
-            seed=seed,
+            plans[rank],
+            buffer,
             failures=failures,
             dedup=dedup,
             idle_timeout_s=idle_timeout_s,
@@ -122,8 +123,7 @@ def run_distributed(
             trace=trace,
         )
         wall = time.perf_counter() - t0
-        expected = make_inputs(world, elements, seed).sum(axis=0)
-        error = float(np.abs(buffer - expected).max())
+        error = float(np.abs(buffer - inputs.sum(axis=0)).max())
         gathered: list[tuple[dict[str, object], float, float] | None] = [None] * world
         dist.all_gather_object(gathered, (asdict(stats), error, wall))
     finally:

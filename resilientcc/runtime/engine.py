@@ -132,7 +132,8 @@ class RunEvent:
 
 @dataclass
 class RankStats:
-    """What one rank did (counts, bytes, and the failures that fired)."""
+    """What one rank did (counts, bytes, the failures that struck, the channels it gave
+    up, and with tracing its events)."""
 
     rank: int
     sent: int = 0
@@ -186,7 +187,7 @@ def run_rank(
 
     Raises:
         RunError: no message for ``idle_timeout_s`` while waiting, or every channel of
-            this rank dead.
+            this rank to some receiver dead.
     """
     me = plan.rank
     by_id = schedule.by_id
@@ -229,8 +230,9 @@ def run_rank(
 
     def surviving(c: int, dst: int) -> int:
         """The channel to use for ``dst`` in place of ``c``: the next one alive for it."""
+        at = channels.index(c)
         for k in range(1, len(channels) + 1):
-            alt = channels[(channels.index(c) + k) % len(channels)]
+            alt = channels[(at + k) % len(channels)]
             if dst not in dead[alt]:
                 return alt
         raise RunError(f"rank {me}: every channel to rank {dst} is dead: nothing left to send on")
@@ -352,9 +354,10 @@ def run_rank(
         committed.add(tid)
         learn(tid)
         transport.send(t.src, _header(ACK, me, tid))
-        for r in plan.notify.get(tid, ()):
+        tell = plan.notify.get(tid, ())
+        for r in tell:
             transport.send(r, _header(DONE, me, tid))
-        stats.control_messages += 1 + len(plan.notify.get(tid, ()))
+        stats.control_messages += 1 + len(tell)
 
     def advance(key: tuple[int, int]) -> None:
         """Issue connection ``key``'s transfers up to the first whose deps are not all

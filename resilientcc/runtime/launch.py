@@ -164,14 +164,15 @@ def run_schedule(
 
     Every rank is a thread of this process, or with ``processes`` (gloo only) a process
     of its own that joins ``torch.distributed``'s default group
-    (:mod:`resilientcc.runtime.processes`). A send not acknowledged within
-    ``ack_timeout_s`` gives its channel up (how ``"silent"`` failures are found). With
-    ``trace``, every rank records what it does (:attr:`RunResult.events`).
+    (:mod:`resilientcc.runtime.processes`). A channel that has had no acknowledgement
+    from a receiver for ``ack_timeout_s`` is given up for that receiver (how
+    ``"silent"`` failures are found). With ``trace``, every rank records what it does
+    (:attr:`RunResult.events`).
 
     Raises:
-        InputError: bad ``elements`` or ``ack_timeout_s``, a failure on a rank or channel the schedule does
-            not have, or an unknown backend.
-        RunError: a rank made no progress for ``idle_timeout_s`` or lost every channel.
+        InputError: bad arguments (:func:`check_run`), or an unknown backend.
+        RunError: a rank made no progress for ``idle_timeout_s`` or lost every channel
+            to some receiver.
     """
     if processes and backend != "gloo":
         raise InputError(f"processes run over gloo, not backend {backend!r}")

@@ -25,7 +25,7 @@ import numpy as np
 
 from resilientcc.errors import InputError
 from resilientcc.runtime.engine import ChannelFailure, RankStats, RunError, run_rank
-from resilientcc.runtime.plan import chunk_slices, rank_plans
+from resilientcc.runtime.plan import RankPlan, chunk_slices, rank_plans
 from resilientcc.runtime.transport import gloo_available
 from resilientcc.schedules.ir import Schedule
 from resilientcc.schedules.serialize import load_schedule, save_schedule
@@ -44,39 +44,37 @@ def make_inputs(ranks: int, elements: int, seed: int) -> np.ndarray:
 
 def run_in_default_group(
     schedule: Schedule,
-    rank: int,
+    plan: RankPlan,
+    buffer: np.ndarray,
     *,
-    elements: int,
-    seed: int,
     failures: Sequence[ChannelFailure],
     dedup: bool,
     idle_timeout_s: float,
     ack_timeout_s: float,
     trace: bool = False,
-) -> tuple[np.ndarray, RankStats]:
-    """Run rank ``rank`` of ``schedule`` over torch.distributed's default (gloo) group,
-    which this process has joined; ``(its final buffer, its counts)``."""
+) -> RankStats:
+    """Run ``plan`` (its rank of ``schedule``) on ``buffer``, in place, over
+    torch.distributed's default (gloo) group, which this process has joined."""
     import torch.distributed as dist
 
     from resilientcc.runtime.transport import GlooTransport
 
     group = dist.distributed_c10d._get_default_group()
-    transport = GlooTransport(rank, schedule.ranks, group)
-    buffer = make_inputs(schedule.ranks, elements, seed)[rank].copy()
+    transport = GlooTransport(plan.rank, schedule.ranks, group)
     stats = run_rank(
         schedule,
-        rank_plans(schedule)[rank],
+        plan,
         transport,
         buffer,
-        chunk_slices(schedule, elements),
-        failures=[f for f in failures if f.rank == rank],
+        chunk_slices(schedule, buffer.size),
+        failures=[f for f in failures if f.rank == plan.rank],
         dedup=dedup,
         idle_timeout_s=idle_timeout_s,
         ack_timeout_s=ack_timeout_s,
         trace=trace,
     )
     transport.close()
-    return buffer, stats
+    return stats
 
 
 def _rank_main(
@@ -84,7 +82,7 @@ def _rank_main(
     folder: str,
     elements: int,
     seed: int,
-    failures: list[tuple[int, int, int, str, tuple[int, ...]]],
+    failures: Sequence[ChannelFailure],
     dedup: bool,
     idle_timeout_s: float,
     ack_timeout_s: float,
@@ -106,12 +104,12 @@ def _rank_main(
             timeout=datetime.timedelta(seconds=max(idle_timeout_s, 30.0)),
         )
         try:
-            buffer, stats = run_in_default_group(
+            buffer = make_inputs(schedule.ranks, elements, seed)[rank].copy()
+            stats = run_in_default_group(
                 schedule,
-                rank,
-                elements=elements,
-                seed=seed,
-                failures=[ChannelFailure(r, c, a, o, tuple(p)) for r, c, a, o, p in failures],
+                rank_plans(schedule)[rank],
+                buffer,
+                failures=failures,
                 dedup=dedup,
                 idle_timeout_s=idle_timeout_s,
                 ack_timeout_s=ack_timeout_s,
@@ -150,7 +148,6 @@ def run_processes(
     if not gloo_available():
         raise InputError("processes need torch with gloo: pip install 'resilientcc[runtime]'")
     ctx = multiprocessing.get_context("spawn")
-    fails = [(f.rank, f.channel, f.after, f.outcome, f.peers) for f in failures]
     with tempfile.TemporaryDirectory(prefix="rcc-run-") as folder:
         out = Path(folder)
         save_schedule(schedule, out / "schedule.json")
@@ -163,7 +160,7 @@ def run_processes(
                     folder,
                     elements,
                     seed,
-                    fails,
+                    list(failures),
                     dedup,
                     idle_timeout_s,
                     ack_timeout_s,
