@@ -134,9 +134,10 @@ def test_synth_and_sim_share_their_defaults(
 
 
 def test_custom_topologies(tmp_path: Path) -> None:
-    """GPUs without a server: a one-line error from every generator (it was an IndexError
-    traceback). With servers, a healthy custom cluster is its own fault-free reference,
-    link latencies included (rebuilding it as a switch model dropped them)."""
+    """GPUs without a server: a one-line error from every layered generator (it was an
+    IndexError traceback); OptCC and ``all`` pack trees there instead. With servers, a
+    healthy custom cluster is its own fault-free reference, link latencies included
+    (rebuilding it as a switch model dropped them)."""
     from resilientcc.topology.io import save_topology
     from resilientcc.topology.model import Link, Node, Topology
 
@@ -157,10 +158,12 @@ def test_custom_topologies(tmp_path: Path) -> None:
         return path
 
     loose = str(tri(False))
-    for algo in ("ring", "balance", "hierarchical", "r2cc_allreduce", "optcc", "all"):
+    for algo in ("ring", "balance", "hierarchical", "r2cc_allreduce"):
         res = _run(algo, "--topology", loose, "--size", "1MiB")
         assert res.exit_code == 2, res.output
         assert "GPU g0 belongs to no server" in res.output and "Traceback" not in res.output
+    assert _json("optcc", "--topology", loose, "--size", "1MiB")["variant"] == "tree packing"
+    assert _json("all", "--topology", loose, "--size", "1MiB")["algorithms"] == ["trees"]
     d = _json("ring", "--topology", str(tri(True)), "--size", "1MiB")
     assert d["fault_free_ring_sim_s"] == d["time_s"]
 

@@ -31,11 +31,25 @@ from resilientcc.errors import InputError
 from resilientcc.topology.model import Topology
 from resilientcc.units import format_size, format_time
 
-__all__ = ["ALL", "algorithm_list", "compare"]
+__all__ = [
+    "ALL",
+    "algorithm_list",
+    "all_algorithms",
+    "compare",
+]
 
 
 #: ``rcc sim all``: every generator, in the order the comparison table lists them
 ALL = ("ring", "balance", "hierarchical", "r2cc_allreduce", "optcc")
+
+
+def all_algorithms(topo: Topology) -> list[str]:
+    """What ``rcc sim all`` compares on ``topo``: :data:`ALL`, or only ``trees`` where
+    GPUs are outside servers (the layered generators place their stages by server, and
+    OptCC there packs the same trees)."""
+    if any(g.server is None for g in topo.gpus):
+        return ["trees"]
+    return list(ALL)
 
 
 def algorithm_list(argument: str) -> list[str] | None:

@@ -31,7 +31,7 @@ from resilientcc.cli.common import (
     load_schedule_for,
     parse_size_option,
 )
-from resilientcc.cli.compare import algorithm_list, compare
+from resilientcc.cli.compare import algorithm_list, all_algorithms, compare
 from resilientcc.cli.sim_report import generate_schedule, print_report, report_run
 from resilientcc.cli.tuning import TuneOpt, tune_report, tuned_schedule
 from resilientcc.errors import InputError
@@ -48,8 +48,8 @@ def sim(
         str,
         typer.Argument(
             help="A schedule JSON file, an algorithm (ring, balance, hierarchical, "
-            "r2cc_allreduce, optcc), several joined by commas, or all: one table comparing "
-            "them."
+            "r2cc_allreduce, optcc, trees), several joined by commas, or all: one table "
+            "comparing them."
         ),
     ],
     size: SizeOpt = "1GiB",
@@ -129,6 +129,8 @@ def sim(
     base = float(parse_time(base_latency, "--base-latency"))
     topo = build_topology(ctx)
     names = algorithm_list(schedule)
+    if names is not None and schedule.strip().lower() == "all":
+        names = all_algorithms(topo)
     if names is not None and option:
         raise InputError("-O: options shape one algorithm's schedule; simulate it on its own")
     if names is not None and tune:

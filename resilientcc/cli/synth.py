@@ -57,7 +57,7 @@ def synth(
     algorithm: Annotated[
         str,
         typer.Argument(
-            help="ring, balance, hierarchical, r2cc_allreduce or optcc; or an existing "
+            help="ring, balance, hierarchical, r2cc_allreduce, optcc or trees; or an existing "
             "schedule file (.json or .xml) to check against the cluster and convert."
         ),
     ],

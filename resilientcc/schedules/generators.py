@@ -24,6 +24,7 @@ GENERATORS: dict[str, tuple[str, str]] = {
     "hierarchical": ("resilientcc.schedules.hierarchical", "hierarchical"),
     "r2cc_allreduce": ("resilientcc.schedules.r2cc", "r2cc_allreduce"),
     "optcc": ("resilientcc.schedules.optcc", "optcc"),
+    "trees": ("resilientcc.schedules.tree_packing", "tree_allreduce"),
 }
 
 

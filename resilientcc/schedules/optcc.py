@@ -266,6 +266,7 @@ __all__ = [
     "optcc",
     "optcc_view",
     "ordered_rings_wins",
+    "packs_trees",
     "ring_options",
     "several_hier_ring",
     "small_hier_ring",
@@ -456,6 +457,33 @@ NO_SLIVER_MAX_BYTES = 16 * 2**20
 #: and each server reduces inside by recursive halving up to this many bytes
 #: (:func:`default_nvlink_rs`)
 NVLINK_HALVING_MAX_BYTES = 8 * 2**20
+
+
+def packs_trees(topology: Topology) -> str | None:
+    """Why OptCC runs the tree packing (:mod:`~resilientcc.schedules.tree_packing`) on
+    ``topology`` instead of its layered variants, or ``None``: GPUs outside servers (the
+    layered variants place their stages by server), or a loaded topology whose servers
+    each hold one GPU (a graph of GPUs: the layered variants' hops cross several cables
+    where GPUs forward for each other; on the graphs of ``benchmarks/bench_trees.py``,
+    256 MiB, OptCC's layered rules took 1.148–11.2 × the bound, the trees 1.012–1.151).
+    A switch model (the ``switch`` builder) keeps the layered rules (8 endpoints, one at
+    half speed: 1.052 against the trees' 1.189).
+
+    >>> from resilientcc.topology import hierarchical, uniform_switch
+    >>> packs_trees(hierarchical(2, 2)) is None, packs_trees(uniform_switch(4)) is None
+    (True, True)
+    """
+    if not topology.num_ranks:
+        return None
+    if any(g.server is None for g in topology.gpus):
+        return "GPUs outside servers: reduce and broadcast trees packed by a linear program"
+    if topology.param("builder") not in ("hierarchical", "switch") and all(
+        len(gpus) == 1 for gpus in topology.gpus_of_server.values()
+    ):
+        return (
+            "a graph of GPUs, a server each: reduce and broadcast trees packed by a linear program"
+        )
+    return None
 
 
 def optcc_view(topology: Topology, size: Fraction | None = None) -> list[ServerInfo]:
@@ -1796,6 +1824,7 @@ def optcc(
     direct_first: int | None = None,
     ordered_rings: bool | None = None,
     rail_lp: bool | None = None,
+    trees: bool | None = None,
     **options: Any,
 ) -> Schedule:
     """OptCC: bandwidth-aware direct AllReduce, pipelined in ``pieces``; see the module docs.
@@ -1963,6 +1992,10 @@ def optcc(
             Default: where it lowers the busiest NIC by more than
             :data:`RAIL_LP_MIN_GAIN`; ``True`` always, ``False`` never. Ignored by the
             other variants.
+        trees: the tree packing (:mod:`~resilientcc.schedules.tree_packing`) instead of
+            the layered variants. Default: where :func:`packs_trees` says (GPUs outside
+            servers, or a loaded graph of one-GPU servers); ``True`` always (up to 64
+            GPUs), ``False`` never (GPUs outside servers are then an error).
 
     The knobs after ``max_serial`` are for experiments; the defaults are the best measured in the
     simulator (see ``docs/reproducing.md``).
@@ -2005,6 +2038,7 @@ def optcc(
         ("relay_sum", relay_sum),
         ("degraded_last", degraded_last),
         ("rail_lp", rail_lp),
+        ("trees", trees),
     ):
         if flag is not None and not isinstance(flag, bool):
             raise ScheduleError(f"optcc: {name} must be true or false, got {flag!r}")
@@ -2022,6 +2056,13 @@ def optcc(
         check_network(network)
     if nvlink_rs is not None:
         check_network(nvlink_rs, "nvlink_rs", NVLINK_PASSES)
+    trees_rule = _ASKED if trees else None if trees is False else packs_trees(topology)
+    if trees_rule is not None:
+        # no servers to place stages by: the packing of trees works from the graph alone
+        from resilientcc.schedules.tree_packing import tree_allreduce
+
+        sched = tree_allreduce(topology, size, check=check, pieces=pieces)
+        return replace(sched, name="optcc", meta=(*sched.meta, ("variant_rule", trees_rule)))
     servers = optcc_view(topology, size)
     n = len(servers)
     bw = {sv.index: sv.bandwidth for sv in servers}
