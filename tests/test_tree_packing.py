@@ -293,3 +293,21 @@ def test_proved_lossless_with_z3(where: str) -> None:
     s = tree_allreduce(topo, Fraction(2**20), pieces=2, lanes=1)
     r = verify(s, failover=True)
     assert r.verdict == PROVED, str(r)
+
+
+def test_benchmark_prints_its_table(monkeypatch, capsys) -> None:
+    """``benchmarks/bench_trees.py`` runs on a small buffer: a row per graph, the trees
+    never below the packing nor the packing below the bound, and on the graphs where
+    GPUs forward for each other (the direct ring, the torus) the trees ahead of NCCL's
+    ring and of OptCC's layered rules on servers of one."""
+    script = ROOT / "benchmarks" / "bench_trees.py"
+    monkeypatch.setattr("sys.argv", [str(script), "--size", "16MiB", "--repeat", "1"])
+    runpy.run_path(str(script), run_name="__main__")
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| ") and "ms |" in r]
+    assert len(rows) == len(GRAPHS["GRAPHS"])
+    for row in rows:
+        cells = [c.strip().strip("*") for c in row.strip("|").split("|")]
+        packing, trees, _zero, ring, layered = (float(c) for c in cells[3:8])
+        assert 1 - 1e-9 <= packing <= trees
+        if cells[0].startswith(("direct ring", "4x4 torus")):
+            assert trees < ring and trees < layered

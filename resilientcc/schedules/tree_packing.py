@@ -83,7 +83,9 @@ PRICE_TOL = 1e-9
 #: Edmonds' arborescences are priced too on GPU graphs up to this many edges
 ARBORESCENCE_MAX_EDGES = 600
 #: pieces of the buffer no smaller than this (:func:`default_tree_pieces`)
-PIECE_MIN_BYTES = 256 * 2**10
+PIECE_MIN_BYTES = 64 * 2**10
+#: a lane's piece no smaller than this (:func:`default_tree_lanes`)
+LANE_PIECE_MIN_BYTES = 4 * 2**10
 #: transfers a schedule stays under (:func:`default_tree_pieces`, :func:`default_tree_lanes`)
 MAX_TRANSFERS = 200_000
 #: lanes in all at most (:func:`default_tree_lanes`)
@@ -535,13 +537,13 @@ def default_tree_pieces(size: Fraction, depth: int, connections: int, ranks: int
     A lane's pieces follow each other down its trees, so its first piece alone takes
     ``depth`` piece-times and the run about ``(pieces + depth − 1)`` of them:
     ``8 · depth`` pieces (8 to 64) keep that fill near 1/8. Fewer where a piece of the
-    buffer would fall below 256 KiB, or the schedule would pass
+    buffer would fall below 64 KiB, or the schedule would pass
     :data:`MAX_TRANSFERS` transfers (``pieces · connections · 2(p − 1)``).
 
     >>> default_tree_pieces(Fraction(2**30), 2, 8, 8), default_tree_pieces(Fraction(2**30), 6, 8, 8)
     (16, 48)
-    >>> default_tree_pieces(Fraction(2**20), 6, 8, 8)  # 1 MiB: pieces of 256 KiB
-    4
+    >>> default_tree_pieces(Fraction(2**20), 6, 8, 8)  # 1 MiB: pieces of 64 KiB
+    16
     """
     k = max(8, min(64, 8 * depth))
     k = min(k, max(1, int(size // PIECE_MIN_BYTES)))
@@ -566,15 +568,22 @@ def tree_lanes(shares: Sequence[Fraction], units: int) -> list[int]:
     return [max(1, round(s * units)) for s in shares]
 
 
-def default_tree_lanes(columns: int, pieces: int, ranks: int) -> int:
+def default_tree_lanes(columns: int, pieces: int, ranks: int, size: Fraction) -> int:
     """Lanes in all: as many as :data:`MAX_TRANSFERS` allows at ``pieces`` per lane
-    (``lanes · pieces · 2(p − 1)`` transfers), from one per column up to
-    :data:`MAX_LANES`.
+    (``lanes · pieces · 2(p − 1)`` transfers) and :data:`LANE_PIECE_MIN_BYTES` per lane
+    and piece, from one per column up to :data:`MAX_LANES`.
 
-    >>> default_tree_lanes(14, 56, 8), default_tree_lanes(55, 64, 16)
+    >>> default_tree_lanes(14, 56, 8, Fraction(2**28)), default_tree_lanes(55, 64, 16, Fraction(2**28))
     (255, 104)
+    >>> default_tree_lanes(6, 16, 6, Fraction(2**20))  # 1 MiB: lanes' pieces of 4 KiB
+    16
     """
-    return max(columns, min(MAX_LANES, MAX_TRANSFERS // (pieces * 2 * (ranks - 1))))
+    most = min(
+        MAX_LANES,
+        MAX_TRANSFERS // (pieces * 2 * (ranks - 1)),
+        int(size // (pieces * LANE_PIECE_MIN_BYTES)),
+    )
+    return max(columns, most)
 
 
 @gc_paused
@@ -617,8 +626,12 @@ def tree_allreduce(
     if topology.num_ranks == 1:  # nothing to send: one chunk, no transfers
         lone = Builder("trees", 1)
         lone.chunk(Fraction(1))
-        meta = (("variant", "tree packing"), ("columns", "0"))
-        return lone.build(size, topology=topology.shape_fingerprint, meta=meta, check=check)
+        return lone.build(
+            size,
+            topology=topology.shape_fingerprint,
+            meta=(("variant", "tree packing"), ("columns", "0")),
+            check=check,
+        )
     if packing is not None and not isinstance(packing, TreePacking):
         raise ScheduleError(f"trees: packing must be a TreePacking, got {packing!r}")
     pk = packing if packing is not None else pack_trees(topology, max_rounds=max_rounds)
@@ -629,7 +642,8 @@ def tree_allreduce(
     depth = max(tree_depth(pair) for pair in pk.pairs)
     k = pieces or default_tree_pieces(size, depth, len(pk.pairs), ranks)
     per_column = tree_lanes(
-        [pair.share for pair in pk.pairs], lanes or default_tree_lanes(len(pk.pairs), k, ranks)
+        [pair.share for pair in pk.pairs],
+        lanes or default_tree_lanes(len(pk.pairs), k, ranks, size),
     )
     b = Builder("trees", topology.num_ranks)
     b.order_by_release = True
