@@ -30,6 +30,7 @@ META = {
     "weighted_ring": {"weighted ring"},
     "ring": {"ring (no degraded server)"},
     "direct": {"direct", "rings + decoupled direct"},
+    "trees": {"tree packing"},
 }
 
 #: (servers, failures, MiB): every variant is some row's default
@@ -44,6 +45,7 @@ CLUSTERS = [
     (6, "0:nic0+1:nic3+2:nic7+3:x7/8", 256),  # ordered rings
     (5, "0:nic6+1:nic3,nic4+2:nic2x1/2+3:nic5x3/4", 64),  # direct
     (3, "0:x1/2+1:nic0", 64),  # the direct schedule (two servers degraded of three)
+    (4, "0:nic0+1:nic3+2:nic5", 256),  # tree packing: three degraded servers that differ
 ]
 
 
@@ -96,6 +98,7 @@ ASKABLE = {
     "pipeline": (4, "0:1", 256),
     "weighted_ring": (16, "0:1", 1024),
     "direct": (5, "0:nic6+1:nic3,nic4+2:nic2x1/2+3:nic5x3/4", 64),
+    "trees": (4, "0:1", 256),
 }
 
 

@@ -109,11 +109,14 @@ def test_optcc_takes_the_program_where_it_gains_and_is_faster() -> None:
     sv, w0, split = _split(t)
     assert split is not None
     assert plan_nic_time(sv, DirectPlan(sv, w0)) > split.nic_time * (1 + RAIL_LP_MIN_GAIN)
-    new = optcc(t, size)
-    old = optcc(t, size, rail_lp=False)
+    # the direct schedule's plan (OptCC's default here is now the tree packing: four
+    # degraded servers that differ on 32 GPUs)
+    assert optcc(t, size, check=False).meta_get("variant") == "tree packing"
+    new = optcc(t, size, trees=False)
+    old = optcc(t, size, rail_lp=False, trees=False)
     assert new.meta_get("variant") == old.meta_get("variant") == "direct"
     assert new.transfers != old.transfers
-    assert new == optcc(t, size, rail_lp=True)
+    assert new == optcc(t, size, rail_lp=True, trees=False)
     t_new = simulate(new, t).time_s
     t_old = simulate(old, t).time_s
     assert t_new < 0.8 * t_old
@@ -154,8 +157,9 @@ def test_switch_model_and_rail_lp_errors() -> None:
 
 def test_several_degraded_servers_get_a_deeper_pipeline_above_512_mib() -> None:
     t = apply_fail_specs(hierarchical(4, 8), ALL_DEGRADED)
-    assert optcc(t, Fraction(2**30), check=False).meta_get("pieces") == str(SEVERAL_DEEP_PIECES)
-    assert optcc(t, Fraction(2**29), check=False).meta_get("pieces") == "8"
+    deep = optcc(t, Fraction(2**30), check=False, trees=False)  # the direct schedule
+    assert deep.meta_get("pieces") == str(SEVERAL_DEEP_PIECES)
+    assert optcc(t, Fraction(2**29), check=False, trees=False).meta_get("pieces") == "8"
     # one degraded server that owns nothing keeps its 20, and more than 6 servers 12
     one = apply_fail_specs(hierarchical(4, 8), ["0:4"])
     assert optcc(one, Fraction(2**30), direct=True, check=False).meta_get("pieces") == "20"

@@ -311,3 +311,9 @@ def test_benchmark_prints_its_table(monkeypatch, capsys) -> None:
         assert 1 - 1e-9 <= packing <= trees
         if cells[0].startswith(("direct ring", "4x4 torus")):
             assert trees < ring and trees < layered
+
+
+def test_docs_figure_draws(tmp_path: Path) -> None:
+    figure = runpy.run_path(str(ROOT / "docs_src" / "custom_topology" / "figure.py"))
+    out = figure["draw"](tmp_path / "trees.png", rows=3, cols=3, panels=2)
+    assert out.stat().st_size > 10_000

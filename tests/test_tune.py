@@ -21,7 +21,8 @@ from resilientcc.topology import apply_fail_specs, hierarchical
 runner = CliRunner()
 MIB = 2**20
 #: four of five servers degraded in different ways, 64 MiB: OptCC's rules run the direct
-#: schedule (2.36 × the bound, behind Balance's 1.89), the ordered rings take 1.87
+#: schedule (2.36 × the bound, behind Balance's 1.89), the ordered rings take 1.87, the
+#: tree packing 1.81
 UNLIKE = ["0:nic6", "1:nic3,nic4", "2:x7/8", "3:nic5x3/4"]
 UNLIKE_ARGS = [a for spec in UNLIKE for a in ("--fail", spec)]
 
@@ -40,8 +41,8 @@ def test_keeps_the_fastest_variant_that_ran(unlike) -> None:  # type: ignore[no-
     assert res.trial(res.label).time_s == res.time_s
     # here the rules' choice is not the fastest: tuning must change it
     rules = res.trial("rules")
-    assert rules.variant == "direct" and res.label == "ordered rings"
-    assert res.time_s < 0.9 * rules.time_s
+    assert rules.variant == "direct" and res.label == "tree packing"
+    assert res.time_s < res.trial("ordered rings").time_s < 0.9 * rules.time_s
 
 
 def test_times_are_the_simulators(unlike) -> None:  # type: ignore[no-untyped-def]
@@ -53,8 +54,8 @@ def test_times_are_the_simulators(unlike) -> None:  # type: ignore[no-untyped-de
     assert res.trial("rules").time_s == pytest.approx(rules, rel=1e-12)
     assert simulate(res.schedule, topo).time_s == pytest.approx(res.time_s, rel=1e-12)
     check(res.schedule)
-    assert res.schedule.meta_get("tuned") == "ordered rings"
-    assert res.schedule.meta_get("variant") == "ordered rings"
+    assert res.schedule.meta_get("tuned") == "tree packing"
+    assert res.schedule.meta_get("variant") == "tree packing"
     assert "rules: " in (res.schedule.meta_get("tune_trials") or "")
 
 
@@ -100,7 +101,7 @@ def test_cli_sim_tune_json() -> None:
     )
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
-    assert d["tune"]["chosen"] == "ordered rings"
+    assert d["tune"]["chosen"] == "tree packing"
     times = [t["time_s"] for t in d["tune"]["trials"] if t["time_s"] is not None]
     assert d["time_s"] == pytest.approx(min(times), rel=1e-12)
     assert "rules [direct]" in res.stderr
@@ -112,7 +113,7 @@ def test_cli_synth_tune(tmp_path: Path) -> None:
         app, ["synth", "optcc", "-n", "5", *UNLIKE_ARGS, "-s", "64MiB", "--tune", "-o", str(out)]
     )
     assert res.exit_code == 0, res.output
-    assert load_schedule(out).meta_get("tuned") == "ordered rings"
+    assert load_schedule(out).meta_get("tuned") == "tree packing"
 
 
 def test_cli_synth_tune_msccl_fits_the_executor(tmp_path: Path) -> None:

@@ -246,6 +246,9 @@ __all__ = [
     "SMALL_HIER_RING_MAX_BYTES",
     "SMALL_NETWORK_MAX_BYTES",
     "SMALL_PIECES",
+    "TREES_MAX_GPUS",
+    "TREES_MIN_BYTES",
+    "TREES_MIN_DEGRADED",
     "UNLIKE_DIRECT_MIN_BYTES",
     "UNLIKE_RINGS_MAX_EXCESS",
     "UNLIKE_RINGS_MIN_HEALTHY",
@@ -272,6 +275,7 @@ __all__ = [
     "small_hier_ring",
     "small_network",
     "small_only",
+    "trees_rule",
     "unlike_excess",
     "unlike_rings",
     "water_filling_time",
@@ -457,6 +461,58 @@ NO_SLIVER_MAX_BYTES = 16 * 2**20
 #: and each server reduces inside by recursive halving up to this many bytes
 #: (:func:`default_nvlink_rs`)
 NVLINK_HALVING_MAX_BYTES = 8 * 2**20
+
+
+#: OptCC's tree packing on a cluster (:func:`trees_rule`): from this many degraded
+#: servers that differ, on up to :data:`TREES_MAX_GPUS` GPUs, from
+#: :data:`TREES_MIN_BYTES`; asked for (``trees=True``) on up to TREES_MAX_GPUS GPUs
+TREES_MIN_DEGRADED = 3
+TREES_MAX_GPUS = 40
+TREES_MIN_BYTES = 128 * 2**20
+
+
+def trees_rule(topology: Topology, size: Fraction) -> str | None:
+    """Why OptCC runs the tree packing on a server cluster, or ``None``: at least
+    :data:`TREES_MIN_DEGRADED` degraded servers, not all alike (the same NICs alive at
+    the same bandwidths), on at most :data:`TREES_MAX_GPUS` GPUs, from
+    :data:`TREES_MIN_BYTES`. Where :func:`ordered_rings_wins` gives the ordered rings
+    their turn they still run (4 servers, every NIC at 7/8, NIC 2 at half speed, NIC 5
+    at 3/4, 128 MiB: the rings 1.476 × the bound, the trees 1.517).
+
+    There the layered schedules run the direct schedule, or see the degraded servers
+    alike at a cost, and the packing prices every link. Measured, × the bound, OptCC's
+    other rules against the trees, on random patterns of ``benchmarks/bench_tune.py``'s
+    losses (4 × 8 GPUs): three or four degraded servers, 128 / 256 MiB / 1 GiB, 10
+    patterns: trees faster in 10 / 10 / 9 (median gain at 256 MiB 0.14 × the bound; the
+    loss 1.221 against 1.253 at 1 GiB); 8 more at 256 MiB: 8 of 8 (e.g.
+    ``0:nic1+1:nic6+2:1+3:6`` 1.307 → 1.176), at 64 MiB 7 of 8; 5 × 8 GPUs, 256 MiB: 5
+    of 6 (1.355 against 1.359 the loss, ``0:nic1+1:nic2x1/2+2:1+3:6`` 1.636 → 1.224).
+    With the rule, against it off, 40 patterns each of 4 and 5 servers: 256 MiB 37
+    faster of the 39 it changed (median −10.2 %, worst +7.1 %), 128 MiB 36 of 38
+    (median −15.6 %, worst +6.4 %).
+    Two degraded servers stay with the layered rules (4 of 4 faster there, e.g.
+    ``0:nic0+1:nic3`` 1.239 against 1.319), as do 8 × 8 GPUs (1.421 against 1.637:
+    the lanes thin out under the transfer cap) and one-GPU servers of a builder.
+
+    >>> from resilientcc.topology import apply_fail_specs, hierarchical
+    >>> t = apply_fail_specs(hierarchical(4, 8), ["0:nic0", "1:nic3", "2:nic5"])
+    >>> trees_rule(t, Fraction(2**28)) is not None, trees_rule(t, Fraction(2**26)) is None
+    (True, True)
+    >>> trees_rule(apply_fail_specs(hierarchical(4, 8), ["0:1", "1:1", "2:1"]), Fraction(2**28))
+    """
+    if size < TREES_MIN_BYTES or topology.num_ranks > TREES_MAX_GPUS:
+        return None
+    degraded = [sv for sv in server_view(topology) if not sv.healthy]
+    kinds = {
+        (sv.alive, tuple(sv.nic_bw[c] for c in sv.alive) if sv.nic_bw else ()) for sv in degraded
+    }
+    if len(degraded) < TREES_MIN_DEGRADED or len(kinds) < 2:
+        return None
+    return (
+        f"{len(degraded)} degraded servers that differ, on up to {TREES_MAX_GPUS} GPUs,"
+        f" from {format_size(TREES_MIN_BYTES)}: reduce and broadcast trees packed by a"
+        " linear program"
+    )
 
 
 def packs_trees(topology: Topology) -> str | None:
@@ -1497,6 +1553,7 @@ VARIANT_LABELS: Mapping[str, str] = MappingProxyType(
         "weighted_ring": "weighted ring",
         "ring": "NCCL's ring",
         "direct": "direct",
+        "trees": "tree packing",
     }
 )
 
@@ -1515,8 +1572,15 @@ VARIANT_OPTIONS: Mapping[str, Mapping[str, object]] = MappingProxyType(
         "pipeline": MappingProxyType({"pipeline": True}),
         "weighted_ring": MappingProxyType({"weighted_ring": True}),
         "direct": MappingProxyType(
-            {"ordered_rings": False, "hier_ring": False, "pipeline": False, "weighted_ring": False}
+            {
+                "ordered_rings": False,
+                "hier_ring": False,
+                "pipeline": False,
+                "weighted_ring": False,
+                "trees": False,
+            }
         ),
+        "trees": MappingProxyType({"trees": True}),
     }
 )
 
@@ -1555,9 +1619,15 @@ def choose_variant(topology: Topology, size: object, **options: Any) -> VariantC
         'asked for'
     """
     m = generator_args("optcc", to_size(size), {})
+    graph_rule = None if options.get("trees") is False else packs_trees(topology)
+    if graph_rule is not None:
+        return VariantChoice("trees", _ASKED if options.get("trees") else graph_rule)
     servers = optcc_view(topology, m)
     shares = balanced_shares({sv.index: sv.bandwidth for sv in servers})
-    asked = {k: options.get(k) for k in ("hier_ring", "pipeline", "weighted_ring", "ordered_rings")}
+    asked = {
+        k: options.get(k)
+        for k in ("hier_ring", "pipeline", "weighted_ring", "ordered_rings", "trees")
+    }
     return _choice(
         topology,
         servers,
@@ -1592,6 +1662,7 @@ def _choice(
     ordered_rings: bool | None,
     ring_fraction: Fraction | None,
     direct: bool,
+    trees: bool | None = None,
 ) -> VariantChoice:
     """:func:`choose_variant` on ``optcc``'s view of the servers and their shares: the
     variant an option asks for (:func:`_asked_choice`), else OptCC's rules among the
@@ -1601,12 +1672,25 @@ def _choice(
         "hier_ring": hier_ring,
         "pipeline": pipeline,
         "weighted_ring": weighted_ring,
+        "trees": trees,
     }
     for name, value in flags.items():
         if value is not None and not isinstance(value, bool):
             raise ScheduleError(f"optcc: {name} must be true or false, got {value!r}")
     others = ring_fraction is not None or direct
     if others or any(flags.values()):
+        if trees:
+            if others or any(v for k, v in flags.items() if k != "trees"):
+                raise ScheduleError(
+                    "optcc: trees cannot be combined with another variant, ring_fraction or direct"
+                )
+            if topology.num_ranks > TREES_MAX_GPUS:
+                raise ScheduleError(
+                    f"optcc: trees runs on clusters of up to {TREES_MAX_GPUS} GPUs (here"
+                    f" {topology.num_ranks}): beyond, its lanes thin out under the transfer"
+                    " cap (8 × 8 GPUs, 256 MiB: 1.64 × the bound against the layered 1.42)"
+                )
+            return VariantChoice("trees", _ASKED)
         return _asked_choice(
             topology,
             servers,
@@ -1696,7 +1780,17 @@ def _default_choice(
     free = not refused
     ring_rule = None if "hier_ring" in refused else hier_ring_rule(servers, shares, size)
     pipe_rule = None if "pipeline" in refused else _pipeline_rule(servers)
-    if ring_rule is not None or pipe_rule is not None:
+    layered = ring_rule is not None or pipe_rule is not None
+    tree_rule = None if "trees" in refused else trees_rule(topology, size)
+    if tree_rule is not None:
+        # the ordered rings keep their turn where their estimate gives it to them (4
+        # servers, every NIC at 7/8, NIC 2 at half speed, NIC 5 at 3/4, 128 MiB: the
+        # rings 1.476 × the bound, the trees 1.517, the direct schedule 1.581)
+        if free and ordered_rings_wins(topology, servers, size, layered=layered):
+            rest = "the layered schedule" if layered else "the direct schedule"
+            return VariantChoice("ordered_rings", f"{_UNLIKE_RULE}, estimated faster than {rest}")
+        return VariantChoice("trees", tree_rule)
+    if layered:
         if free and ordered_rings_wins(topology, servers, size, layered=True):
             return VariantChoice(
                 "ordered_rings", f"{_UNLIKE_RULE}, estimated faster than the layered schedule"
@@ -1766,6 +1860,14 @@ def _weighted_ring_relief(
         return None
     beta = degraded[0].bandwidth / full
     return (degraded[0].index, beta) if weighted_ring_applies(topology, beta) else None
+
+
+def _trees(topology: Topology, size: Fraction, check: bool, pieces: int | None) -> Schedule:
+    """The tree packing (:func:`~resilientcc.schedules.tree_packing.tree_allreduce`) as
+    OptCC's schedule."""
+    from resilientcc.schedules.tree_packing import tree_allreduce
+
+    return replace(tree_allreduce(topology, size, check=check, pieces=pieces), name="optcc")
 
 
 def _with_rule(schedule: Schedule, choice: VariantChoice) -> Schedule:
@@ -2056,13 +2158,11 @@ def optcc(
         check_network(network)
     if nvlink_rs is not None:
         check_network(nvlink_rs, "nvlink_rs", NVLINK_PASSES)
-    trees_rule = _ASKED if trees else None if trees is False else packs_trees(topology)
-    if trees_rule is not None:
-        # no servers to place stages by: the packing of trees works from the graph alone
-        from resilientcc.schedules.tree_packing import tree_allreduce
-
-        sched = tree_allreduce(topology, size, check=check, pieces=pieces)
-        return replace(sched, name="optcc", meta=(*sched.meta, ("variant_rule", trees_rule)))
+    graph_rule = None if trees is False else packs_trees(topology)
+    if graph_rule is not None:
+        # a graph of GPUs: the packing of trees works from the graph alone
+        rule = _ASKED if trees else graph_rule
+        return _with_rule(_trees(topology, size, check, pieces), VariantChoice("trees", rule))
     servers = optcc_view(topology, size)
     n = len(servers)
     bw = {sv.index: sv.bandwidth for sv in servers}
@@ -2090,7 +2190,10 @@ def optcc(
         ordered_rings=ordered_rings,
         ring_fraction=ring_fraction,
         direct=direct,
+        trees=trees,
     )
+    if choice.variant == "trees":
+        return _with_rule(_trees(topology, size, check, pieces), choice)
     if choice.variant == "ordered_rings":
         return _with_rule(_ordered_rings(topology, size, check), choice)
     if choice.variant in ("hier_ring", "pipeline"):

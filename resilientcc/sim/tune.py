@@ -1,6 +1,6 @@
 """Choosing a generator's variant by simulating them: :func:`tune`.
 
-OptCC picks its variant (pipelined, hierarchical ring, direct, ordered rings, ...) by
+OptCC picks its variant (pipelined, hierarchical ring, direct, ordered rings, tree packing, ...) by
 rules measured on the simulator (:func:`~resilientcc.schedules.optcc.optcc`). Where
 several servers are degraded in different ways, the rules cannot always tell the
 variants apart (at 64 MiB the rules' choice was behind the best variant in 13 of 30
@@ -19,7 +19,7 @@ Examples:
     >>> t = apply_fail_specs(hierarchical(5, 8), ["0:nic6", "1:nic3,nic4", "2:x7/8", "3:nic5x3/4"])
     >>> r = tune(t, Fraction(64 * 2**20))
     >>> r.label, r.schedule.meta_get("tuned")
-    ('ordered rings', 'ordered rings')
+    ('tree packing', 'tree packing')
     >>> r.time_s <= r.trial("rules").time_s
     True
 """
