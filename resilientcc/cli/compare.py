@@ -52,14 +52,15 @@ def all_algorithms(topo: Topology) -> list[str]:
     return list(ALL)
 
 
-def algorithm_list(argument: str) -> list[str] | None:
-    """The algorithms of a comparison (``"all"``, or names joined by commas), else None.
+def algorithm_list(argument: str, topo: Topology | None = None) -> list[str] | None:
+    """The algorithms of a comparison (``"all"``, or names joined by commas), else None;
+    ``"all"`` is :func:`all_algorithms` of ``topo`` where one is given.
 
     >>> algorithm_list("ring,optcc"), algorithm_list("all")[-1], algorithm_list("ring")
     (['ring', 'optcc'], 'optcc', None)
     """
     if argument.strip().lower() == "all":
-        return list(ALL)
+        return all_algorithms(topo) if topo is not None else list(ALL)
     if "," not in argument:
         return None
     names = [a.strip() for a in argument.split(",")]

@@ -31,7 +31,7 @@ from resilientcc.cli.common import (
     load_schedule_for,
     parse_size_option,
 )
-from resilientcc.cli.compare import algorithm_list, all_algorithms, compare
+from resilientcc.cli.compare import algorithm_list, compare
 from resilientcc.cli.sim_report import generate_schedule, print_report, report_run
 from resilientcc.cli.tuning import TuneOpt, tune_report, tuned_schedule
 from resilientcc.errors import InputError
@@ -128,9 +128,7 @@ def sim(
     m = parse_size_option(size)
     base = float(parse_time(base_latency, "--base-latency"))
     topo = build_topology(ctx)
-    names = algorithm_list(schedule)
-    if names is not None and schedule.strip().lower() == "all":
-        names = all_algorithms(topo)
+    names = algorithm_list(schedule, topo)
     if names is not None and option:
         raise InputError("-O: options shape one algorithm's schedule; simulate it on its own")
     if names is not None and tune:

@@ -108,6 +108,8 @@ class GpuGraph:
         routes: per edge, the link indices (into ``topology.links``) of its route.
         channels: per edge, the channel its transfers use (on a server-and-NIC cluster:
             the sender's NIC, so that the route leaves on it).
+        stride: channels ``c`` and ``c + stride`` take the same route (the NICs per
+            server where the simulator routes by channel; else 1).
         capacity: bytes/s of every topology link.
     """
 
@@ -115,6 +117,7 @@ class GpuGraph:
     edges: tuple[tuple[int, int], ...]
     routes: tuple[tuple[int, ...], ...]
     channels: tuple[int, ...]
+    stride: int
     capacity: tuple[float, ...]
 
 
@@ -148,6 +151,7 @@ class TreePacking:
         lp_throughput: what the LP's rates added up to before the shares were rounded
             and columns under :data:`MIN_SHARE` dropped (``throughput`` is at most this).
         rounds: column-generation rounds run.
+        graph: the GPU graph it was packed into (:func:`gpu_graph`).
         converged: whether the last round's candidates (shortest-path trees at every
             root, Edmonds' arborescences at one) all priced at one or more; otherwise the
             round limit stopped it. The candidates are not every tree pair, so this is
@@ -159,6 +163,7 @@ class TreePacking:
     lp_throughput: float
     rounds: int
     converged: bool
+    graph: GpuGraph
 
     def time_s(self, size: float) -> float:
         """Bandwidth time of a buffer of ``size`` bytes under the packing (no latency)."""
@@ -202,7 +207,7 @@ def gpu_graph(topology: Topology) -> GpuGraph:
     router = Router(topology)
     gpu_nodes = {n.name for n in topology.nodes if n.kind == GPU}
     links = topology.links
-    base, _stride = _channel_base(topology)
+    base, stride = _channel_base(topology)
     edges: list[tuple[int, int]] = []
     routes: list[tuple[int, ...]] = []
     channels: list[int] = []
@@ -235,6 +240,7 @@ def gpu_graph(topology: Topology) -> GpuGraph:
         edges=tuple(edges),
         routes=tuple(routes),
         channels=tuple(channels),
+        stride=stride,
         capacity=tuple(float(lk.capacity) for lk in links),
     )
     _check_strongly_connected(graph, topology)
@@ -269,14 +275,12 @@ def _edge_loads(graph: GpuGraph) -> list[dict[int, float]]:
     return out
 
 
-def _shortest_trees(
-    graph: GpuGraph, weight: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _shortest_trees(graph: GpuGraph, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Shortest-path trees out of and into every root under edge weights ``weight``.
 
-    Returns ``(dist_out, pred_out, dist_in, pred_in)``: row ``r`` of ``pred_out`` is the
-    parent of each GPU in ``r``'s out-tree; of ``pred_in``, each GPU's next hop towards
-    ``r`` (both ``-9999`` for ``r`` itself).
+    Returns ``(pred_out, pred_in)``: row ``r`` of ``pred_out`` is the parent of each GPU
+    in ``r``'s out-tree; of ``pred_in``, each GPU's next hop towards ``r`` (both
+    ``-9999`` for ``r`` itself).
     """
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import dijkstra
@@ -284,36 +288,27 @@ def _shortest_trees(
     p = graph.ranks
     u = np.fromiter((a for a, _ in graph.edges), dtype=np.int64)
     v = np.fromiter((b for _, b in graph.edges), dtype=np.int64)
-    # keep the cheapest of parallel edges (none here: one route per pair) and make zero
-    # weights structural by a tiny floor
-    w = np.maximum(weight, 1e-12)
-    fwd = csr_matrix((w, (u, v)), shape=(p, p))
-    dist_out, pred_out = dijkstra(fwd, directed=True, return_predecessors=True)
-    dist_in, pred_in = dijkstra(fwd.T.tocsr(), directed=True, return_predecessors=True)
-    return dist_out, pred_out, dist_in, pred_in
+    # a zero price would drop the edge from the sparse matrix: a tiny floor keeps it
+    fwd = csr_matrix((np.maximum(weight, 1e-12), (u, v)), shape=(p, p))
+    _, pred_out = dijkstra(fwd, directed=True, return_predecessors=True)
+    _, pred_in = dijkstra(fwd.T.tocsr(), directed=True, return_predecessors=True)
+    return pred_out, pred_in
 
 
 def _tree_edges(pred_row: np.ndarray, root: int) -> list[tuple[int, int]]:
-    """``(parent, child)`` edges of a predecessor row, parents before children."""
-    p = len(pred_row)
-    depth = [-1] * p
-    depth[root] = 0
-
-    def d(x: int) -> int:
-        chain = []
-        while depth[x] < 0:
-            chain.append(x)
-            x = int(pred_row[x])
-        base = depth[x]
-        for y in reversed(chain):
-            base += 1
-            depth[y] = base
-        return depth[chain[0]] if chain else depth[x]
-
-    for x in range(p):
-        d(x)
-    order = sorted((x for x in range(p) if x != root), key=lambda x: (depth[x], x))
-    return [(int(pred_row[x]), x) for x in order]
+    """``(parent, child)`` edges of a predecessor row, by depth (then rank): parents
+    before children."""
+    children: dict[int, list[int]] = {}
+    for x, parent in enumerate(pred_row):
+        if x != root:
+            children.setdefault(int(parent), []).append(x)
+    edges: list[tuple[int, int]] = []
+    level = [root]
+    while level:  # one depth at a time, each in rank order
+        nxt = sorted(c for x in level for c in children.get(x, ()))
+        edges += [(int(pred_row[c]), c) for c in nxt]
+        level = nxt
+    return edges
 
 
 def _depths(edges: Sequence[tuple[int, int]], root: int) -> dict[int, int]:
@@ -362,7 +357,7 @@ def _column_loads(
 
 
 def _candidates(graph: GpuGraph, weight: np.ndarray, roots: Sequence[int]) -> list[Column]:
-    _do, pred_out, _di, pred_in = _shortest_trees(graph, weight)
+    pred_out, pred_in = _shortest_trees(graph, weight)
     cols = []
     for r in roots:
         cols.append(
@@ -395,9 +390,9 @@ def _arborescence_column(graph: GpuGraph, weight: np.ndarray, root: int) -> Colu
 
 
 # ----------------------------------------------------------------------------- packing
-def _price(col: Column, price: np.ndarray, row_of: Mapping[int, int], ctx: _Loads) -> float:
-    """What ``col`` costs at unit rate under link prices ``price``."""
-    return float(sum(price[row_of[li]] * k for li, k in _column_loads(col, *ctx).items()))
+def _price(loads: Mapping[int, float], price: np.ndarray, row_of: Mapping[int, int]) -> float:
+    """What a column with link ``loads`` costs at unit rate under link prices ``price``."""
+    return float(sum(price[row_of[li]] * k for li, k in loads.items()))
 
 
 def _solve_master(matrix: Sequence[np.ndarray], cap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -447,21 +442,19 @@ def pack_trees(
         arborescences = len(graph.edges) <= ARBORESCENCE_MAX_EDGES
 
     def edge_weight(price: np.ndarray) -> np.ndarray:
-        return np.array(
-            [sum(price[row_of[li]] * k for li, k in ld.items()) for ld in ctx[1]], dtype=float
-        )
+        return np.array([_price(ld, price, row_of) for ld in ctx[1]], dtype=float)
 
     columns: list[Column] = []
     seen: set[Column] = set()
     matrix: list[np.ndarray] = []
 
-    def add(col: Column) -> bool:
+    def add(col: Column, loads: Mapping[int, float]) -> bool:
         if col in seen:
             return False
         seen.add(col)
         columns.append(col)
         vec = np.zeros(len(used_links))
-        for li, k in _column_loads(col, *ctx).items():
+        for li, k in loads.items():
             vec[row_of[li]] = k
         matrix.append(vec)
         return True
@@ -469,7 +462,7 @@ def pack_trees(
     # start: every root's shortest-path trees under 1/capacity (the hop count where
     # links are alike)
     for col in _candidates(graph, edge_weight(1.0 / cap_n), range(p)):
-        add(col)
+        add(col, _column_loads(col, *ctx))
     rounds = 0
     converged = False
     while True:
@@ -481,30 +474,37 @@ def pack_trees(
         # that price below one, and Edmonds' arborescences at the cheapest root
         weight = edge_weight(price)
         cands = _candidates(graph, weight, range(p))
-        costs = [_price(c, price, row_of, ctx) for c in cands]
-        new = [cands[i] for i in np.argsort(costs)[:4] if costs[i] < 1 - PRICE_TOL]
+        loads = [_column_loads(c, *ctx) for c in cands]
+        costs = [_price(ld, price, row_of) for ld in loads]
+        new = [(cands[i], loads[i]) for i in np.argsort(costs)[:4] if costs[i] < 1 - PRICE_TOL]
         if arborescences:
             arb = _arborescence_column(graph, weight, cands[int(np.argmin(costs))][0])
-            if arb is not None and _price(arb, price, row_of, ctx) < 1 - PRICE_TOL:
-                new.append(arb)
-        if not any([add(c) for c in new]):
+            if arb is not None:
+                arb_loads = _column_loads(arb, *ctx)
+                if _price(arb_loads, price, row_of) < 1 - PRICE_TOL:
+                    new.append((arb, arb_loads))
+        if not any([add(c, ld) for c, ld in new]):
             converged = True
             break
     rate = x * scale  # bytes/s per column
     lp_total = float(rate.sum())
     keep = [i for i in range(len(columns)) if rate[i] > MIN_SHARE * lp_total]
     shares = _exact_shares([float(rate[i]) for i in keep])
-    kept = [(columns[i], sh) for i, sh in zip(keep, shares, strict=True) if sh > 0]
+    kept = [(i, sh) for i, sh in zip(keep, shares, strict=True) if sh > 0]
     # the rounded shares' own throughput: the busiest link's time per byte of buffer
-    load = sum((float(sh) * matrix[columns.index(col)] for col, sh in kept), np.zeros(len(cap)))
+    load = sum((float(sh) * matrix[i] for i, sh in kept), np.zeros(len(cap)))
     throughput = 1.0 / float(np.max(load / cap))
-    pairs = tuple(TreePair(root=c[0], up=c[1], down=c[2], share=sh) for c, sh in kept)
+    pairs = tuple(
+        TreePair(root=columns[i][0], up=columns[i][1], down=columns[i][2], share=sh)
+        for i, sh in kept
+    )
     return TreePacking(
         pairs=pairs,
         throughput=throughput,
         lp_throughput=lp_total,
         rounds=rounds,
         converged=converged,
+        graph=graph,
     )
 
 
@@ -635,9 +635,9 @@ def tree_allreduce(
     if packing is not None and not isinstance(packing, TreePacking):
         raise ScheduleError(f"trees: packing must be a TreePacking, got {packing!r}")
     pk = packing if packing is not None else pack_trees(topology, max_rounds=max_rounds)
-    graph = gpu_graph(topology)
+    graph = pk.graph
     channel_of = dict(zip(graph.edges, graph.channels, strict=True))
-    _base, stride = _channel_base(topology)
+    stride = graph.stride
     ranks = topology.num_ranks
     depth = max(tree_depth(pair) for pair in pk.pairs)
     k = pieces or default_tree_pieces(size, depth, len(pk.pairs), ranks)
