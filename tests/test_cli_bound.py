@@ -119,6 +119,20 @@ def test_bad_input(args: list[str]) -> None:
     _assert_bad(_run(*args))
 
 
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--servers", "0"], "error: --servers: must be a positive integer, got 0"),
+        (["-g", "3", "--nics-per-server", "4"], "error: --nics-per-server: must be between 1"),
+        (["-n", "100000"], "error: --servers × --gpus-per-server: 800,000 GPUs"),
+    ],
+)
+def test_builder_errors_name_the_flag(args: list[str], message: str) -> None:
+    res = _run(*args)
+    _assert_bad(res)
+    assert res.stderr.startswith(message)
+
+
 def test_bad_topology_files(tmp_path: Path) -> None:
     d = topology_to_dict(hierarchical(2, 2))
     dangling = json.loads(json.dumps(d))

@@ -16,7 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from resilientcc.errors import InputError, ResilientCCError
+from resilientcc.errors import InputError, ResilientCCError, TopologyError
 from resilientcc.topology import apply_fail_specs, hierarchical, load_topology
 from resilientcc.topology.model import Topology
 from resilientcc.units import parse_bandwidth, parse_size
@@ -154,14 +154,24 @@ def build_topology(ctx: Any) -> Topology:
         fabric = opts["fabric"]
         if fabric not in ("rail", "switch"):
             raise InputError(f"--fabric: must be 'rail' or 'switch', got {fabric!r}")
-        topo = hierarchical(
-            opts["servers"],
-            opts["gpus_per_server"],
-            opts["nics_per_server"],
-            nic_bw=parse_bandwidth(opts["nic_bw"], "--nic-bw"),
-            nvlink_bw=parse_bandwidth(opts["nvlink_bw"], "--nvlink-bw"),
-            fabric=fabric,
-        )
+        nic_bw = parse_bandwidth(opts["nic_bw"], "--nic-bw")
+        nvlink_bw = parse_bandwidth(opts["nvlink_bw"], "--nvlink-bw")
+        try:
+            topo = hierarchical(
+                opts["servers"],
+                opts["gpus_per_server"],
+                opts["nics_per_server"],
+                nic_bw=nic_bw,
+                nvlink_bw=nvlink_bw,
+                fabric=fabric,
+            )
+        except TopologyError as e:
+            # the builder names its parameters as the flags do, less the dashes
+            head, sep, rest = str(e).partition(": ")
+            words = head.split(" × ")
+            if not sep or any(f"--{w}" not in BUILDER_OPTIONS.values() for w in words):
+                raise
+            raise InputError(" × ".join(f"--{w}" for w in words) + f": {rest}") from None
     return apply_fail_specs(topo, opts["fail"] or [])
 
 

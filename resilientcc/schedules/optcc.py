@@ -778,7 +778,9 @@ def balanced_shares(bandwidth: Mapping[int, Fraction]) -> dict[int, Fraction]:
     n = len(servers)
     if n == 0:
         return {}
-    if n <= 2:
+    if n == 1:
+        return {servers[0]: Fraction(1)}  # no network: its bandwidth may be zero
+    if n == 2:
         tot = sum((bandwidth[s] for s in servers), Fraction(0))
         return {s: bandwidth[s] / tot for s in servers}
     active = list(servers)
@@ -802,8 +804,10 @@ def water_filling_time(bandwidth: Mapping[int, Fraction]) -> Fraction:
     >>> water_filling_time({0: Fraction(1), 1: Fraction(1), 2: Fraction(1)})
     Fraction(4, 3)
     """
-    w = balanced_shares(bandwidth)
     n = len(bandwidth)
+    if n < 2:
+        return Fraction(0)  # nothing crosses a network
+    w = balanced_shares(bandwidth)
     return max(((1 + (n - 2) * w[s]) / b for s, b in bandwidth.items()), default=Fraction(0))
 
 
@@ -1809,6 +1813,8 @@ def _default_choice(
             return VariantChoice("weighted_ring", rule, relief)
     if all(sv.healthy for sv in servers):
         return VariantChoice("ring", _HEALTHY_RING_RULE)
+    if len(servers) == 1:
+        return VariantChoice("ring", "one server, no network: NCCL's ring over NVLink")
     if free and ordered_rings_wins(topology, servers, size, layered=False):
         return VariantChoice(
             "ordered_rings", f"{_UNLIKE_RULE}, estimated faster than the direct schedule"

@@ -94,7 +94,9 @@ def r2cc_allreduce(
     nics = max(sv.nics for sv in servers)
     common = common_rails(servers)
     if not common:
-        common = list(worst.alive)
+        # no rail alive everywhere; on one server with every NIC down, no rail at all
+        # (its rings stay on NVLink, where a channel is only a connection)
+        common = list(worst.alive) or [0]
     lost = [c for c in range(nics) if c not in common] or list(range(nics))
     k = pieces if pieces is not None else min(12, 2 * default_pieces(size * x, len(servers)))
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
