@@ -18,6 +18,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 from fractions import Fraction
 
 import numpy as np
@@ -30,6 +31,7 @@ from resilientcc.cli.app import app
 from resilientcc.errors import InputError, ScheduleError
 from resilientcc.runtime import (
     ChannelFailure,
+    RunAborted,
     RunError,
     chunk_slices,
     gloo_available,
@@ -365,6 +367,47 @@ def test_a_rank_with_every_channel_dead_is_an_error() -> None:
         run_schedule(s, elements=4, failures=fs, idle_timeout_s=5)
 
 
+def _one_channel_ring() -> Schedule:
+    """NCCL's ring on one server of 4 GPUs with one NIC: channel 0 is every connection."""
+    s = generate("ring", hierarchical(1, 4, nics_per_server=1), Fraction(4096))
+    assert s.channels == (0,)
+    return s
+
+
+def test_a_rank_that_cannot_go_on_stops_the_others() -> None:
+    # rank 1 loses its only channel: it raises, and tells the others, which stop at once
+    # (RunAborted) instead of each waiting out its idle timeout (a RunError of its own)
+    s = _one_channel_ring()
+    plans = rank_plans(s)
+    transports = make_transports("local", s.ranks)
+    slices = chunk_slices(s, 8)
+    raised: dict[int, BaseException] = {}
+
+    def work(r: int) -> None:
+        fails = [ChannelFailure(1, 0, 0)] if r == 1 else []
+        try:
+            run_rank(
+                s, plans[r], transports[r], np.zeros(8), slices, failures=fails, idle_timeout_s=60
+            )
+        except RunError as exc:
+            raised[r] = exc
+
+    threads = [threading.Thread(target=work, args=(r,)) for r in range(s.ranks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(raised) == [0, 1, 2, 3]
+    assert not isinstance(raised[1], RunAborted)
+    assert "rank 1: every channel to rank 0 is dead" in str(raised[1])
+    for r in (0, 2, 3):
+        assert isinstance(raised[r], RunAborted)
+        assert str(raised[r]) == f"rank {r}: stopped: rank 1 could not go on"
+    # run_schedule reports the rank that could not go on, not those it stopped
+    with pytest.raises(RunError, match="rank 1: every channel to rank 0 is dead"):
+        run_schedule(s, elements=8, failures=[ChannelFailure(1, 0, 0)], idle_timeout_s=60)
+
+
 def test_failures_that_could_never_fire_are_refused() -> None:
     s = pair_schedule()
     with pytest.raises(InputError, match="never fire"):
@@ -477,6 +520,21 @@ def test_processes_report_a_rank_error() -> None:
             processes=True,
             failures=fs,
             idle_timeout_s=3,
+        )
+
+
+@needs_gloo
+def test_processes_report_the_rank_that_could_not_go_on() -> None:
+    # the others are stopped by its ABORT, or see their gloo connections to it reset
+    # when it exits: neither is what the run reports
+    with pytest.raises(RunError, match=r"^rank 1: every channel to rank 0 is dead"):
+        run_schedule(
+            _one_channel_ring(),
+            elements=8,
+            backend="gloo",
+            processes=True,
+            failures=[ChannelFailure(1, 0, 0)],
+            idle_timeout_s=60,
         )
 
 

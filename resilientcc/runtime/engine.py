@@ -9,7 +9,10 @@ and handling one incoming message:
   overwrites them), acknowledge it to the sender, and tell the ranks in
   :attr:`~resilientcc.runtime.plan.RankPlan.notify`;
 * ``ACK`` / ``DONE``: the transfer completed;
-* ``END``: that rank has nothing more to send.
+* ``END``: that rank has nothing more to send;
+* ``ABORT``: that rank could not go on (:class:`RunError`), so this one stops too
+  (:class:`RunAborted`) rather than wait out its idle timeout. A rank that raises
+  :class:`RunError` tells every other rank so before it raises.
 
 A sender reads its chunks when it issues a transfer (the payload is a copy), as the IR
 says; the schedule's race-freedom (:mod:`resilientcc.verify.races`) makes every order the
@@ -44,6 +47,7 @@ Acknowledgements and notices are not lost (they stand for a control path of thei
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -54,7 +58,15 @@ import numpy as np
 
 from resilientcc.errors import ResilientCCError, ScheduleError
 from resilientcc.runtime.plan import RankPlan, transfer_slices
-from resilientcc.runtime.transport import ACK, DATA, DONE, END, HEADER_LEN, Transport
+from resilientcc.runtime.transport import (
+    ABORT,
+    ACK,
+    DATA,
+    DONE,
+    END,
+    HEADER_LEN,
+    Transport,
+)
 from resilientcc.schedules.ir import COPY, Schedule, Transfer
 
 __all__ = [
@@ -62,6 +74,7 @@ __all__ = [
     "OUTCOMES",
     "ChannelFailure",
     "RankStats",
+    "RunAborted",
     "RunError",
     "RunEvent",
     "run_rank",
@@ -72,6 +85,10 @@ OUTCOMES = ("delivered", "lost", "silent")
 
 class RunError(ResilientCCError):
     """A run of a schedule could not finish (no progress, no surviving channel)."""
+
+
+class RunAborted(RunError):
+    """This rank stopped because another rank could not go on (it sent ``ABORT``)."""
 
 
 @dataclass(frozen=True)
@@ -187,7 +204,8 @@ def run_rank(
 
     Raises:
         RunError: no message for ``idle_timeout_s`` while waiting, or every channel of
-            this rank to some receiver dead.
+            this rank to some receiver dead (the other ranks are sent ``ABORT`` first).
+        RunAborted: another rank sent ``ABORT``.
     """
     me = plan.rank
     by_id = schedule.by_id
@@ -380,61 +398,75 @@ def run_rank(
         known.add(tid)
         ready.extend(parked.pop(tid, ()))
 
-    while True:
-        while ready:
-            advance(ready.popleft())
-        done = not waiting and not unacked and len(committed) == plan.receives
-        if done and not end_sent:
-            for r in range(transport.world):
-                if r != me:
-                    transport.send(r, _header(END, me, -1))
-            end_sent = True
-        if end_sent and ends == transport.world - 1:
-            return stats
-        now = time.monotonic()
-        if now >= next_check:  # deadlines only move later, and new ones are >= now + T
-            due = next_timeout()
-            if due is not None and now >= due[0]:
-                c, dst = due[1]
-                if dst in silent[c]:
-                    stats.detect_s = max(stats.detect_s, now - silent_since[(c, dst)])
-                # nothing acknowledged there for too long: given up for that receiver
-                give_up(c, {dst}, f"no acknowledgement from rank {dst} for {ack_timeout_s:g} s")
+    def loop() -> RankStats:
+        nonlocal ends, end_sent, last_heard, next_check
+        while True:
+            while ready:
+                advance(ready.popleft())
+            done = not waiting and not unacked and len(committed) == plan.receives
+            if done and not end_sent:
+                for r in range(transport.world):
+                    if r != me:
+                        transport.send(r, _header(END, me, -1))
+                end_sent = True
+            if end_sent and ends == transport.world - 1:
+                return stats
+            now = time.monotonic()
+            if now >= next_check:  # deadlines only move later, and new ones are >= now + T
+                due = next_timeout()
+                if due is not None and now >= due[0]:
+                    c, dst = due[1]
+                    if dst in silent[c]:
+                        stats.detect_s = max(stats.detect_s, now - silent_since[(c, dst)])
+                    # nothing acknowledged there for too long: given up for that receiver
+                    give_up(c, {dst}, f"no acknowledgement from rank {dst} for {ack_timeout_s:g} s")
+                    continue
+                next_check = due[0] if due is not None else now + ack_timeout_s
+            wait = min(idle_timeout_s - (now - last_heard), next_check - now)
+            msg = transport.receive(max(wait, 1e-3))
+            now = time.monotonic()
+            if msg is None and now - last_heard < idle_timeout_s:
                 continue
-            next_check = due[0] if due is not None else now + ack_timeout_s
-        wait = min(idle_timeout_s - (now - last_heard), next_check - now)
-        msg = transport.receive(max(wait, 1e-3))
-        now = time.monotonic()
-        if msg is None and now - last_heard < idle_timeout_s:
-            continue
-        last_heard = now
-        if msg is None:
-            blocked = [by_id[queues[k][heads[k]]] for k in sorted(waiting)][:3]
-            what = "; ".join(
-                f"transfer {t.id} waits for {[d for d in t.deps if d not in known]}"
-                for t in blocked
-            )
-            raise RunError(
-                f"rank {me}: no message for {idle_timeout_s:g} s "
-                f"({len(committed)} of {plan.receives} received, {len(unacked)} not acknowledged"
-                + (f"; {what}" if what else "")
-                + ")"
-            )
-        header, payload = msg
-        kind, tid = int(header[0]), int(header[2])
-        if kind == DATA:
-            assert payload is not None
-            commit(tid, payload, int(header[4]))
-        elif kind == ACK:
-            if tid in unacked:
-                key = (unacked[tid][0], by_id[tid].dst)
-                since = waiting_since(key)
-                if since is not None:
-                    stats.max_ack_gap_s = max(stats.max_ack_gap_s, now - since)
-                last_ack[key] = now
-                del unacked[tid]
-            learn(tid)
-        elif kind == DONE:
-            learn(tid)
-        elif kind == END:
-            ends += 1
+            last_heard = now
+            if msg is None:
+                blocked = [by_id[queues[k][heads[k]]] for k in sorted(waiting)][:3]
+                what = "; ".join(
+                    f"transfer {t.id} waits for {[d for d in t.deps if d not in known]}"
+                    for t in blocked
+                )
+                raise RunError(
+                    f"rank {me}: no message for {idle_timeout_s:g} s "
+                    f"({len(committed)} of {plan.receives} received, {len(unacked)} not acknowledged"
+                    + (f"; {what}" if what else "")
+                    + ")"
+                )
+            header, payload = msg
+            kind, tid = int(header[0]), int(header[2])
+            if kind == DATA:
+                assert payload is not None
+                commit(tid, payload, int(header[4]))
+            elif kind == ACK:
+                if tid in unacked:
+                    key = (unacked[tid][0], by_id[tid].dst)
+                    since = waiting_since(key)
+                    if since is not None:
+                        stats.max_ack_gap_s = max(stats.max_ack_gap_s, now - since)
+                    last_ack[key] = now
+                    del unacked[tid]
+                learn(tid)
+            elif kind == DONE:
+                learn(tid)
+            elif kind == END:
+                ends += 1
+            elif kind == ABORT:
+                raise RunAborted(f"rank {me}: stopped: rank {int(header[1])} could not go on")
+
+    try:
+        return loop()
+    except RunAborted:
+        raise
+    except RunError:
+        for r in sorted(others):  # the others stop rather than wait out their timeout
+            with contextlib.suppress(Exception):  # best effort: a transport already broken
+                transport.send(r, _header(ABORT, me, -1))
+        raise

@@ -26,7 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from resilientcc.errors import InputError
-from resilientcc.runtime.engine import ChannelFailure, RankStats, RunError, RunEvent, run_rank
+from resilientcc.runtime.engine import (
+    ChannelFailure,
+    RankStats,
+    RunAborted,
+    RunError,
+    RunEvent,
+    run_rank,
+)
 from resilientcc.runtime.plan import RankPlan, chunk_slices, rank_plans
 from resilientcc.runtime.processes import make_inputs, run_processes
 from resilientcc.runtime.transport import make_transports
@@ -353,7 +360,8 @@ def _run_threads(
         t.join()
     wall = time.perf_counter() - t0
     if errors:
-        first = errors[0]
+        # the rank that could not go on, not those it stopped
+        first = next((e for e in errors if not isinstance(e, RunAborted)), errors[0])
         if isinstance(first, RunError | InputError):
             raise first
         raise RunError(f"a rank failed: {type(first).__name__}: {first}") from first

@@ -24,7 +24,13 @@ from pathlib import Path
 import numpy as np
 
 from resilientcc.errors import InputError
-from resilientcc.runtime.engine import ChannelFailure, RankStats, RunError, run_rank
+from resilientcc.runtime.engine import (
+    ChannelFailure,
+    RankStats,
+    RunAborted,
+    RunError,
+    run_rank,
+)
 from resilientcc.runtime.plan import RankPlan, chunk_slices, rank_plans
 from resilientcc.runtime.transport import gloo_available
 from resilientcc.schedules.ir import Schedule
@@ -120,7 +126,13 @@ def _rank_main(
         np.save(out / f"rank{rank}.npy", buffer)
         (out / f"rank{rank}.json").write_text(json.dumps(asdict(stats)), encoding="utf-8")
     except BaseException as exc:
-        kind = "run" if isinstance(exc, RunError) else "crash"
+        kind = (
+            "aborted"
+            if isinstance(exc, RunAborted)
+            else "run"
+            if isinstance(exc, RunError)
+            else "crash"
+        )
         detail = str(exc) if kind == "run" else traceback.format_exc(limit=3)
         (out / f"rank{rank}.error").write_text(f"{kind}\n{detail}", encoding="utf-8")
         # gloo's receiving thread may still block in C++: leave without tearing it down
@@ -181,10 +193,15 @@ def run_processes(
                 p.terminate()
         errors = sorted(out.glob("rank*.error"), key=lambda p: int(p.stem[4:]))
         if errors:
-            kind, _, detail = errors[0].read_text(encoding="utf-8").partition("\n")
-            rank = errors[0].stem[4:]
+            found = [
+                (p.stem[4:], *p.read_text(encoding="utf-8").partition("\n")[::2]) for p in errors
+            ]
+            # the rank that could not go on, before those whose connections to it broke
+            # when it left, and those it stopped
+            order = {"run": 0, "crash": 1, "aborted": 2}
+            rank, kind, detail = min(found, key=lambda f: order.get(f[1], 1))
             raise RunError(
-                detail.strip() if kind == "run" else f"rank {rank} failed: {detail.strip()}"
+                detail.strip() if kind != "crash" else f"rank {rank} failed: {detail.strip()}"
             )
         missing = [r for r in range(schedule.ranks) if not (out / f"rank{r}.npy").exists()]
         if missing:

@@ -28,6 +28,7 @@ import numpy as np
 from resilientcc.errors import InputError
 
 __all__ = [
+    "ABORT",
     "ACK",
     "BACKENDS",
     "DATA",
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 #: message kinds
-DATA, ACK, DONE, END = 0, 1, 2, 3
+DATA, ACK, DONE, END, ABORT = 0, 1, 2, 3, 4
 HEADER_LEN = 5
 BACKENDS = ("local", "gloo")
 
@@ -121,6 +122,8 @@ class GlooTransport:
                 elif header[0] == END:
                     ends += 1
                 self._inbox.put((header, payload))
+                if header[0] == ABORT:  # that rank stopped: no END will come from it
+                    return
         except BaseException as exc:  # handed to the engine's thread
             self._inbox.put(exc)
 
