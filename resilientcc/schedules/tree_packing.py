@@ -163,8 +163,10 @@ class TreePacking:
         rounds: column-generation rounds run.
         graph: the GPU graph it was packed into (:func:`gpu_graph`).
         converged: whether the last round's candidates (shortest-path trees at every
-            root, Edmonds' arborescences at one) all priced at one or more; otherwise the
-            round limit stopped it. The candidates are not every tree pair, so this is
+            root, Edmonds' arborescences at one, on graphs above
+            :data:`ARBORESCENCE_MAX_EDGES` edges only while
+            :data:`ARBORESCENCE_MAX_FALLBACKS` last) all priced at one or more;
+            otherwise the round limit stopped it. The candidates are not every tree pair, so this is
             no proof that no better packing exists.
     """
 
