@@ -37,7 +37,7 @@ import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -74,6 +74,8 @@ class Tally:
     refused: Counter[tuple[str, str]] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
+    #: seed -> simulated time over the LP bound (the ``bound`` check)
+    ratios: dict[int, float] = field(default_factory=dict)
 
 
 def draw_case(seed: int, large: bool = False) -> Case:
@@ -116,12 +118,15 @@ def draw_case(seed: int, large: bool = False) -> Case:
     return Case(seed, topo, size, f"{'; '.join(parts)}; {int(size):,} B")
 
 
-def _check_bound(s: Schedule, case: Case, bounds: tuple[float, float]) -> list[str]:
+def _check_bound(
+    s: Schedule, case: Case, bounds: tuple[float, float]
+) -> tuple[list[str], float | None]:
+    """The bound check's failures, and the simulated time (``None``: nothing to send)."""
     from resilientcc import sim
 
     lb, lat = bounds
     if not s.transfers:
-        return []
+        return [], None
     bad = []
     timed = sim.simulate(s, case.topology).time_s
     zero = sim.simulate(s, case.topology, zero_latency=True).time_s
@@ -131,7 +136,7 @@ def _check_bound(s: Schedule, case: Case, bounds: tuple[float, float]) -> list[s
         bad.append(f"simulated at zero latency {zero:.6e} s < LP bound {lb:.6e} s")
     if timed < lat * (1 - RTOL):
         bad.append(f"simulated {timed:.6e} s < latency bound {lat:.6e} s")
-    return bad
+    return bad, timed
 
 
 def _check_msccl(s: Schedule) -> list[str] | None:
@@ -173,14 +178,11 @@ def _check_run(s: Schedule, rng: random.Random) -> list[str] | None:
     return [] if result.exact else [f"run not exact on ranks {list(result.wrong_ranks)}"]
 
 
-def _run_check(
-    check: str, s: Schedule, case: Case, bound_pair: tuple[float, float], rng: random.Random
-) -> list[str] | None:
-    """One check's failures (empty: passed; ``None``: not applicable to this schedule)."""
+def _run_check(check: str, s: Schedule, rng: random.Random) -> list[str] | None:
+    """One check's failures (empty: passed; ``None``: not applicable to this schedule);
+    ``bound`` is run by :func:`audit_case` itself, which keeps its time."""
     if check == "exact":
         return [] if executor.execute(s).ok else ["not exact"]
-    if check == "bound":
-        return _check_bound(s, case, bound_pair)
     if check == "msccl":
         return _check_msccl(s)
     if check == "verify":
@@ -222,8 +224,14 @@ def audit_case(
             t.schedules += 1
             rng = random.Random(case.seed)
             for check in checks:
+                bad: list[str] | None
                 try:
-                    bad = _run_check(check, s, case, bound_pair, rng)
+                    if check == "bound":
+                        bad, timed = _check_bound(s, case, bound_pair)
+                        if timed is not None and bound_pair[0] > 0:
+                            t.ratios[case.seed] = timed / bound_pair[0]
+                    else:
+                        bad = _run_check(check, s, rng)
                 except Exception:
                     bad = [f"raised {traceback.format_exc(limit=-2)}"]
                 if bad is None:
@@ -232,6 +240,38 @@ def audit_case(
         t.failures += fails
         found += fails
     return found
+
+
+def behind(tally: Mapping[str, Tally], algo: str = "optcc") -> list[tuple[float, int, str]]:
+    """``(time over the fastest other algorithm's, seed, that algorithm)`` for every case
+    where ``algo`` and another were simulated, slowest first (not a failure: how far the
+    rules' choice is from the best generator at hand)."""
+    mine = tally[algo].ratios if algo in tally else {}
+    out = []
+    for seed, ratio in mine.items():
+        others = [(t.ratios[seed], name) for name, t in tally.items() if seed in t.ratios]
+        others = [o for o in others if o[1] != algo]
+        if others:
+            best = min(others)
+            out.append((ratio / best[0], seed, best[1]))
+    return sorted(out, reverse=True)
+
+
+def behind_report(
+    tally: Mapping[str, Tally], algo: str = "optcc", margin: float = 1.05
+) -> list[str]:
+    """Lines on how often ``algo`` was more than ``margin`` × slower than the fastest other."""
+    rows = behind(tally, algo)
+    if not rows:
+        return []
+    late = [r for r in rows if r[0] > margin]
+    ratios = sorted(r[0] for r in rows)
+    lines = [
+        f"{algo} behind the fastest other by more than {margin - 1:.0%}: {len(late)} of"
+        f" {len(rows)} cases (median {algo} / fastest other {ratios[len(ratios) // 2]:.3f})"
+    ]
+    lines += [f"  seed {seed}: {r:.3f} x {name}'s time" for r, seed, name in late[:5]]
+    return lines
 
 
 def parse_seeds(text: str) -> range:
@@ -291,6 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             reasons[f"{kind}: {why}"] += n
     for why, n in reasons.most_common(5):
         print(f"  refused {n}x: {why}")
+    for line in behind_report(tally):
+        print(line)
     failed = sum(len(t.failures) for t in tally.values())
     print(f"{failed} failure(s); {time.time() - t0:.0f} s")
     return 1 if failed else 0

@@ -89,3 +89,24 @@ def test_bad_arguments_exit_with_a_message():
     for argv in (["--seeds", "x"], ["--seeds", "5:5"], ["--checks", "speed"]):
         with pytest.raises(SystemExit, match="error: "):
             audit.main(argv)
+
+
+def test_optcc_against_the_fastest_other_is_reported_not_failed() -> None:
+    audit = load_script()
+    tally = {
+        "optcc": audit.Tally(ratios={1: 1.2, 2: 1.0}),
+        "ring": audit.Tally(ratios={1: 1.0, 2: 1.1}),
+        "trees": audit.Tally(ratios={1: 1.1}),
+    }
+    rows = audit.behind(tally)
+    assert [(round(r, 6), seed, name) for r, seed, name in rows] == [
+        (1.2, 1, "ring"),
+        (round(1.0 / 1.1, 6), 2, "ring"),
+    ]
+    lines = audit.behind_report(tally)
+    assert lines[0].startswith("optcc behind the fastest other by more than 5%: 1 of 2 cases")
+    assert lines[1] == "  seed 1: 1.200 x ring's time"
+    # the bound check keeps each simulated time over the bound
+    case = audit.draw_case(115)
+    found = audit.audit_case(case, (t := {}), ("bound",), ("ring", "optcc"))
+    assert found == [] and all(115 in t[a].ratios and t[a].ratios[115] >= 1 for a in t)
