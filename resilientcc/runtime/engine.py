@@ -398,8 +398,7 @@ def run_rank(
         known.add(tid)
         ready.extend(parked.pop(tid, ()))
 
-    def loop() -> RankStats:
-        nonlocal ends, end_sent, last_heard, next_check
+    try:
         while True:
             while ready:
                 advance(ready.popleft())
@@ -460,9 +459,6 @@ def run_rank(
                 ends += 1
             elif kind == ABORT:
                 raise RunAborted(f"rank {me}: stopped: rank {int(header[1])} could not go on")
-
-    try:
-        return loop()
     except RunAborted:
         raise
     except RunError:

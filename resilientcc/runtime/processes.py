@@ -126,14 +126,13 @@ def _rank_main(
         np.save(out / f"rank{rank}.npy", buffer)
         (out / f"rank{rank}.json").write_text(json.dumps(asdict(stats)), encoding="utf-8")
     except BaseException as exc:
-        kind = (
-            "aborted"
-            if isinstance(exc, RunAborted)
-            else "run"
-            if isinstance(exc, RunError)
-            else "crash"
-        )
-        detail = str(exc) if kind == "run" else traceback.format_exc(limit=3)
+        if isinstance(exc, RunAborted):
+            kind = "aborted"
+        elif isinstance(exc, RunError):
+            kind = "run"
+        else:
+            kind = "crash"
+        detail = traceback.format_exc(limit=3) if kind == "crash" else str(exc)
         (out / f"rank{rank}.error").write_text(f"{kind}\n{detail}", encoding="utf-8")
         # gloo's receiving thread may still block in C++: leave without tearing it down
         # (an interpreter exit would abort the process with "terminate called ...")
@@ -198,8 +197,8 @@ def run_processes(
             ]
             # the rank that could not go on, before those whose connections to it broke
             # when it left, and those it stopped
-            order = {"run": 0, "crash": 1, "aborted": 2}
-            rank, kind, detail = min(found, key=lambda f: order.get(f[1], 1))
+            order = ("run", "crash", "aborted")
+            rank, kind, detail = min(found, key=lambda f: order.index(f[1]))
             raise RunError(
                 detail.strip() if kind != "crash" else f"rank {rank} failed: {detail.strip()}"
             )
