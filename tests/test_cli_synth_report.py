@@ -68,6 +68,29 @@ def test_synth_msccl_fits_the_pipeline_depth(tmp_path):
     assert not xml.exists()
 
 
+def test_synth_msccl_writes_optcc_without_trees_where_they_do_not_fit(tmp_path):
+    """On 2 × 4 GPUs with two NICs each OptCC packs trees (no layered schedule runs
+    there), whose lanes need far more than the executor's 32 channels: the MSCCL export
+    writes the variant its rules give without the trees, says why, and it runs; the
+    JSON keeps the trees. Asked for with ``-O trees=true`` the export is refused."""
+    base = ("synth", "optcc", "-n", "2", "-g", "4", "--nics-per-server", "2", "-s", "16MiB")
+    js, xml = tmp_path / "t.json", tmp_path / "t.xml"
+    assert run(*base, "-o", str(js)).exit_code == 0
+    assert load_schedule(js).meta_get("variant") == "tree packing"
+    r = run(*base, "-f", "msccl-xml", "-o", str(xml))
+    assert r.exit_code == 0, r.output
+    assert "the tree packing does not fit (channels 0.." in r.stderr
+    assert "32 channels); wrote the ring (no degraded server) variant instead" in r.stderr
+    s = load_msccl(xml)
+    assert s.meta_get("variant") == "ring (no degraded server)"
+    out = run_msccl(xml.read_text())
+    assert not out.deadlocked and out.allreduce
+    xml.unlink()
+    r = run(*base, "-O", "trees=true", "-f", "msccl-xml", "-o", str(xml))
+    assert r.exit_code == 2 and "exceed the executor's 32 channels" in r.stderr
+    assert not xml.exists() and "Traceback" not in r.output
+
+
 def test_synth_msccl_rounds_splits_too_fine(tmp_path):
     """Balance with one NIC at 0.3713 of its bandwidth splits the buffer into chunks whose
     common denominator is far beyond the executor's 65,536 chunks per loop: rcc synth
@@ -287,3 +310,20 @@ def test_synth_verify_reports_progress_on_large_schedules(tmp_path, monkeypatch)
     assert r.exit_code == 0, r.output
     assert "checking lossless over 48 transfers..." in r.stderr
     assert "verify: proved" in r.stdout
+
+
+def test_tree_packing_is_announced(capsys):
+    """Packing trees takes seconds on a few dozen GPUs: rcc says so before it starts, for
+    OptCC where its rules pack them, not where they do not or for a ring."""
+    from resilientcc.cli.sim_report import announce_generation
+    from resilientcc.topology import hierarchical
+
+    few_nics = hierarchical(4, 8, nics_per_server=2)
+    assert announce_generation("optcc", few_nics, Fraction(2**26), {})
+    assert "generating optcc on 32 GPUs (packing reduce and broadcast trees" in (
+        capsys.readouterr().err
+    )
+    assert not announce_generation("optcc", few_nics, Fraction(2**26), {"trees": False})
+    assert not announce_generation("optcc", hierarchical(4, 8), Fraction(2**26), {})
+    assert not announce_generation("ring", few_nics, Fraction(2**26), {})
+    assert capsys.readouterr().err == ""

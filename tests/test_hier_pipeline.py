@@ -38,6 +38,7 @@ from resilientcc.schedules.optcc import (
     SLIVER_MIN_SERVERS,
     alike_view,
     balanced_shares,
+    choose_variant,
     optcc,
 )
 from resilientcc.schedules.r2cc import r2cc_allreduce
@@ -209,11 +210,13 @@ def test_choice_of_variant():
         assert s.meta_get("share_straggler") == "0"
         direct = optcc(half, M, pieces=1, pipeline=False, hier_ring=False)
         assert direct.meta_get("variant") == "direct"
-    # several degraded servers: pipelined where they lost the same NICs, else direct
+    # several degraded servers: pipelined where they lost the same NICs, else direct (the
+    # tree packing by default, on up to 40 GPUs)
     two = fail_nics(fail_nics(hierarchical(4, 4), 0, 1), 1, 1)
     assert optcc(two, M, pieces=1).meta_get("variant") == "pipelined hierarchical"
     unlike = fail_nics(fail_nics(hierarchical(4, 4), 0, [0]), 1, [2])
-    assert optcc(unlike, M, pieces=1).meta_get("variant") == "direct"
+    assert optcc(unlike, M, pieces=1, trees=False).meta_get("variant") == "direct"
+    assert choose_variant(unlike, M).variant == "trees"
     # one server with dead NICs owning a share: pipelined below SLIVER_MIN_SERVERS servers,
     # the hierarchical ring with the straggler's sliver from there on
     six = fail_nics(hierarchical(SLIVER_MIN_SERVERS - 1, 4), 0, 1)

@@ -290,6 +290,28 @@ def test_fit_keeps_what_fits_and_refuses_what_has_no_depth(schedules):
         fit_msccl(lambda k: schedules["ring"], limits=MscclLimits(max_steps_per_tb=10))
 
 
+def test_fit_falls_back_where_no_depth_can_be_written():
+    """A schedule the executor cannot take at any depth (the tree packing: a channel per
+    lane) is replaced by the fallback's, with the reason; without a fallback the error
+    is raised; a schedule that fits never calls the fallback."""
+    topo = hierarchical(2, 4, nics_per_server=2)
+    size = Fraction(2**24)
+    calls: list[int | None] = []
+
+    def without(k: int | None) -> Schedule:
+        calls.append(k)
+        return optcc(topo, size, trees=False, pieces=k)
+
+    fit = fit_msccl(lambda k: optcc(topo, size, trees=True, pieces=k), fallback=without)
+    assert fit.replaced is not None and "exceed the executor's 32 channels" in fit.replaced
+    assert fit.schedule.meta_get("variant") != "tree packing" and calls == [None]
+    assert from_msccl_xml(fit.xml) == fit.schedule
+    with pytest.raises(ExportError, match="32 channels"):
+        fit_msccl(lambda k: optcc(topo, size, trees=True, pieces=k))
+    kept = fit_msccl(lambda k: optcc(topo, size, trees=False, pieces=k), fallback=without)
+    assert kept.replaced is None and calls == [None]
+
+
 def test_metadata_with_any_characters_round_trips():
     """OptCC on a healthy cluster records the variant 'ring (no degraded server)': the
     parentheses, and '=', ';', '+' or non-ASCII text, are escaped in rcc_meta."""

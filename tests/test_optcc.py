@@ -398,21 +398,27 @@ VARIANT_TABLE = [
     (5, 8, "0:4+1:4+2:4", BIG, "pipelined hierarchical"),
     (16, 8, "0:4+1:4+2:4+3:4+4:4+5:4", BIG, "hierarchical ring"),
     (9, 5, "0:1", BIG, "weighted ring"),
-    (4, 4, "0:1", BIG, "rings + decoupled direct"),
-    (4, 4, "0:2", BIG, "direct"),
+    (6, 4, "0:1", BIG, "rings + decoupled direct"),
+    (6, 4, "0:2", BIG, "direct"),
+    # where only the direct schedule or NCCL's ring is left: the trees up to 40 GPUs
+    (4, 4, "0:1", BIG, "tree packing"),
+    (4, 4, "0:2", BIG, "tree packing"),
+    (4, 4, "none", BIG, "tree packing"),
     (4, 8, "0:1+1:x1/2", BIG, "hierarchical ring"),
     (8, 8, "0:1+1:2+2:x1/2", BIG, "hierarchical ring"),
     (8, 8, "0:nic0+1:nic3+2:nic5", BIG, "hierarchical ring"),  # seen alike
     (8, 8, "0:1+1:2+2:x1/2", Fraction(2**30), "direct"),
     (6, 8, "0:nic0+1:nic7+2:nic2,nic3+3:x7/8", BIG, "hierarchical ring"),  # two healthy
     (6, 8, "0:nic0+1:nic7+2:nic2,nic3+3:x7/8", MID, "ordered rings"),
-    (5, 8, "0:nic0+1:nic7+2:nic2,nic3+3:x7/8", BIG, "direct"),  # one healthy server
+    (5, 8, "0:nic0+1:nic7+2:nic2,nic3+3:x7/8", BIG, "tree packing"),  # one healthy server
+    (6, 8, "0:nic0+1:nic7+2:nic2,nic3+3:x7/8+4:nic5", BIG, "direct"),  # 48 GPUs
     # small buffers: the hierarchical ring wherever it can run
     (4, 8, "none", SMALL, "hierarchical ring"),
     (5, 8, "0:1", SMALL, "hierarchical ring"),
     (4, 8, "0:4+1:4", SMALL, "hierarchical ring"),
     (8, 8, "0:1+1:2+2:x1/2", SMALL, "hierarchical ring"),
-    (4, 4, "0:2", SMALL, "direct"),  # one NIC per GPU needed: as at 32 MiB
+    (4, 4, "0:2", SMALL, "tree packing"),  # one NIC per GPU needed: as at 32 MiB
+    (4, 4, "0:2", Fraction(2**22), "direct"),  # and below 8 MiB, the direct schedule
     (9, 5, "0:1", SMALL, "weighted ring"),
 ]
 

@@ -64,7 +64,8 @@ def test_unlike_degraded_servers_seen_alike() -> None:
     (the water-filling 7 % slower), runs the pipelined schedule and never uses NIC 0 or 3
     of either (1.26 × the bound at 256 MiB; the direct schedule took 1.47 ×, Balance
     1.66 ×, R2CC 1.63 ×). With 4 NICs per server the same losses would cost more than
-    ``ALIKE_SLACK`` and OptCC keeps the direct schedule."""
+    ``ALIKE_SLACK`` and OptCC keeps the direct schedule (the tree packing by default, on
+    up to 40 GPUs)."""
     topo = fail_nics(fail_nics(hierarchical(4, 8), 0, [0]), 1, [3])
     sched = optcc(topo, SIZE, pieces=2)
     network = [t for t in sched.transfers if t.src // 8 != t.dst // 8]
@@ -73,4 +74,4 @@ def test_unlike_degraded_servers_seen_alike() -> None:
     rivals = (balance, r2cc_allreduce)
     assert_optcc_near_bound(topo, SIZE, "pipelined hierarchical", 1.3, rivals)
     small = fail_nics(fail_nics(hierarchical(4, 4), 0, [0]), 1, [3])
-    assert optcc(small, SIZE, pieces=1).meta_get("variant") == "direct"
+    assert optcc(small, SIZE, pieces=1, trees=False).meta_get("variant") == "direct"

@@ -1,4 +1,4 @@
-"""Tune OptCC on a cluster where four of five servers lost or slowed NICs in different ways."""
+"""Tune OptCC on a cluster where three of six servers lost or slowed NICs in different ways."""
 
 from fractions import Fraction
 
@@ -8,8 +8,8 @@ from resilientcc.topology import apply_fail_specs, hierarchical
 
 size = Fraction(64 * 2**20)  # 64 MiB
 cluster = apply_fail_specs(
-    hierarchical(5, 8),  # 5 servers x 8 H100, 8 x 400 Gb/s NICs each
-    ["0:nic6", "1:nic3,nic4", "2:x7/8", "3:nic5x3/4"],  # --fail values of the CLI
+    hierarchical(6, 2, fabric="switch"),  # 6 servers x 2 GPUs, a NIC each, one switch
+    ["5:x1/2", "4:x7/8", "3:nic1"],  # --fail values of the CLI
 )
 bound = float(lower_bound(cluster, size).seconds)
 

@@ -30,6 +30,7 @@ __all__ = [
     "LONG_GEN_GPUS",
     "LONG_SIM_TRANSFERS",
     "PROGRESS_INTERVAL_S",
+    "announce_generation",
     "generate_schedule",
     "latency_overlaps",
     "overlap_note",
@@ -55,6 +56,9 @@ PROGRESS_INTERVAL_S = 10.0
 #: from this many GPUs ``rcc sim ALGO`` says on stderr that it is generating the schedule
 #: and how long that took (OptCC on 128 × 8 GPUs: about a minute, its exact check included)
 LONG_GEN_GPUS = 256
+#: and from this many when the schedule is a tree packing (its column generation: about
+#: a second on 2 × 8 GPUs, up to 15 s on 5 × 8 with one NIC per server)
+LONG_PACKING_GPUS = 24
 
 
 #: up to this many GPUs ``rcc sim`` also simulates NCCL's ring on the cluster without its
@@ -324,6 +328,28 @@ def latency_overlaps(rep: dict[str, Any]) -> bool:
     )
 
 
+def announce_generation(name: str, topo: Topology, size: Fraction, options: dict[str, Any]) -> bool:
+    """Say on stderr that ``name``'s schedule is being generated where that takes a
+    while (:data:`LONG_GEN_GPUS` GPUs, or :data:`LONG_PACKING_GPUS` where trees are
+    packed); whether it said so."""
+    packs = name == "trees"
+    if name == "optcc" and topo.num_ranks >= LONG_PACKING_GPUS:
+        from resilientcc.schedules.optcc import choose_variant
+
+        try:
+            packs = choose_variant(topo, size, **options).variant == "trees"
+        except ResilientCCError:  # the generator says what is wrong
+            packs = False
+    if topo.num_ranks >= LONG_GEN_GPUS:
+        what = "and checking it exactly"
+    elif packs and topo.num_ranks >= LONG_PACKING_GPUS:
+        what = "packing reduce and broadcast trees by a linear program"
+    else:
+        return False
+    typer.echo(f"generating {name} on {topo.num_ranks} GPUs ({what})...", err=True)
+    return True
+
+
 def generate_schedule(
     name: str,
     topo: Topology,
@@ -338,11 +364,7 @@ def generate_schedule(
     opts: dict[str, Any] = dict(options or {})
     if channels is not None and gen.__name__ == "ring":
         opts["channels"] = channels
-    long_gen = topo.num_ranks >= LONG_GEN_GPUS
-    if long_gen:
-        typer.echo(
-            f"generating {name} on {topo.num_ranks} GPUs (and checking it exactly)...", err=True
-        )
+    long_gen = announce_generation(name, topo, size, opts)
     t0 = time.monotonic()
     sched = gen(topo, size, **opts)
     if long_gen:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from fractions import Fraction
 from inspect import signature
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -28,11 +29,12 @@ from resilientcc.cli.common import (
     load_schedule_for,
     parse_size_option,
 )
-from resilientcc.cli.sim_report import variant_line
+from resilientcc.cli.sim_report import announce_generation, variant_line
 from resilientcc.cli.tuning import TuneOpt, tuned_schedule
 from resilientcc.errors import InputError
 from resilientcc.schedules.ir import Schedule
 from resilientcc.topology.io import atomic_write_text, check_writable
+from resilientcc.topology.model import Topology
 
 if TYPE_CHECKING:
     from resilientcc.schedules.msccl import ChunkRounding
@@ -114,11 +116,17 @@ def synth(
             # the kept variant at the most pieces that fit, as for an untuned schedule
             kept = dict(res.trial(res.label).options)
             sched, xml = _fit_msccl(
-                lambda k: res.schedule if k is None else gen(topo, m, **{**kept, "pieces": k})
+                lambda k: res.schedule if k is None else gen(topo, m, **{**kept, "pieces": k}),
+                _without_trees(gen, topo, m, kept, opts),
             )
     elif fmt == "msccl-xml" and "pieces" not in opts and "pieces" in signature(gen).parameters:
-        sched, xml = _fit_msccl(lambda k: gen(topo, m, **opts, **({"pieces": k} if k else {})))
+        announce_generation(algorithm, topo, m, opts)
+        sched, xml = _fit_msccl(
+            lambda k: gen(topo, m, **opts, **({"pieces": k} if k else {})),
+            _without_trees(gen, topo, m, opts, opts),
+        )
     else:
+        announce_generation(algorithm, topo, m, opts)
         sched = gen(topo, m, **opts)
     if fmt == "msccl-xml" and xml is None:
         from resilientcc.schedules.msccl import round_for_msccl
@@ -153,12 +161,44 @@ def synth(
             die("the verifier could not decide (unknown)", EXIT_UNKNOWN)
 
 
-def _fit_msccl(make: Callable[[int | None], Schedule]) -> tuple[Schedule, str]:
+def _without_trees(
+    gen: Callable[..., Schedule],
+    topo: Topology,
+    m: Fraction,
+    options: Mapping[str, object],
+    given: Mapping[str, object],
+) -> Callable[[int | None], Schedule] | None:
+    """The generator with ``options`` but without its tree packing (``trees=False``),
+    at ``k`` pieces, for an MSCCL export the packing's lanes do not fit; ``None`` where
+    the generator has no such option or ``-O trees=...`` was ``given``."""
+    if "trees" not in signature(gen).parameters or "trees" in given:
+        return None
+    base = {**options, "trees": False}
+    return lambda k: gen(topo, m, **base, **({"pieces": k} if k else {}))
+
+
+def _fit_msccl(
+    make: Callable[[int | None], Schedule],
+    fallback: Callable[[int | None], Schedule] | None = None,
+) -> tuple[Schedule, str]:
     """The schedule ``make(None)``, or ``make(k)`` for the most pieces that fit the MSCCL
-    executor, and its XML (:func:`~resilientcc.schedules.msccl.fit_msccl`), said on stderr."""
+    executor, and its XML (:func:`~resilientcc.schedules.msccl.fit_msccl`; ``fallback``'s
+    where ``make``'s cannot be written), said on stderr."""
     from resilientcc.schedules.msccl import fit_msccl
 
-    fit = fit_msccl(make, progress=lambda msg: typer.echo(f"MSCCL export: {msg}", err=True))
+    fit = fit_msccl(
+        make,
+        progress=lambda msg: typer.echo(f"MSCCL export: {msg}", err=True),
+        fallback=fallback,
+    )
+    if fit.replaced is not None:
+        why = fit.replaced.removeprefix("MSCCL export: ")
+        variant = fit.schedule.meta_get("variant") or fit.schedule.name
+        typer.echo(
+            f"MSCCL export: the tree packing does not fit ({why}); wrote the {variant}"
+            " variant instead (-O trees=false)",
+            err=True,
+        )
     _say_rounding(fit.rounding)
     if fit.pieces is not None:
         typer.echo(

@@ -881,14 +881,17 @@ def _drop_implied(deps: list[set[int]], order: Sequence[int]) -> None:
 @dataclass(frozen=True)
 class MscclFit:
     """What :func:`fit_msccl` exported: the schedule, its XML, the pieces it took
-    (``None``: the generator's default, which fitted), and how its chunks were rounded
-    (``None``: exact; see :func:`round_for_msccl`)."""
+    (``None``: the generator's default, which fitted), how its chunks were rounded
+    (``None``: exact; see :func:`round_for_msccl`), and why the first generator's
+    schedule was not written where a fallback's was (``None``: it was)."""
 
     schedule: Schedule
     xml: str
     pieces: int | None
     default_pieces: int | None
     rounding: ChunkRounding | None = None
+    #: why ``make``'s schedule was not exported, where ``fallback``'s was instead
+    replaced: str | None = None
 
 
 def fit_msccl(
@@ -896,6 +899,7 @@ def fit_msccl(
     *,
     limits: MscclLimits | None = None,
     progress: Callable[[str], None] | None = None,
+    fallback: Callable[[int | None], Schedule] | None = None,
 ) -> MscclFit:
     """Export ``make(None)`` (a generator at its default pipeline depth); where that is
     cut too fine for the executor (a threadblock with more steps than it runs, or more
@@ -915,6 +919,12 @@ def fit_msccl(
     recorded in :attr:`MscclFit.rounding`). ``progress`` hears of each depth that did
     not fit.
 
+    Where ``make``'s schedule cannot be written at any depth (more channels than the
+    executor has, say) and ``fallback`` is given, ``fallback`` (called like ``make``)
+    is fitted the same way instead and :attr:`MscclFit.replaced` says why; ``rcc synth
+    optcc -f msccl-xml`` passes OptCC without its tree packing, whose lanes are
+    connections of their own.
+
     Examples:
         >>> from fractions import Fraction
         >>> from resilientcc.topology import hierarchical, fail_nics
@@ -925,6 +935,20 @@ def fit_msccl(
         (64, 18)
     """
     lim = limits or MscclLimits()
+    try:
+        return _fit_depth(make, lim, progress)
+    except ExportError as e:
+        if fallback is None:
+            raise
+        return replace(_fit_depth(fallback, lim, progress), replaced=str(e))
+
+
+def _fit_depth(
+    make: Callable[[int | None], Schedule],
+    lim: MscclLimits,
+    progress: Callable[[str], None] | None,
+) -> MscclFit:
+    """:func:`fit_msccl` for one generator: its default depth, else the deepest that fits."""
     fill = 0.0  # the last export's busiest threadblock, over the limit
 
     def export(sched: Schedule, k: int | None, default: int | None) -> MscclFit:

@@ -208,6 +208,8 @@ __all__ = [
     "ALIKE_RINGS_SLACK",
     "ALIKE_SLACK",
     "ALIKE_WIDE_SLACK",
+    "FALLBACK_TREES_MIN_BYTES",
+    "FALLBACK_TREES_TWO_MAX_BYTES",
     "HALVING_MIN_SERVERS",
     "HALVING_PIECES",
     "HEALTHY_DIRECT_MAX_SERVERS",
@@ -262,6 +264,7 @@ __all__ = [
     "choose_variant",
     "decoupled_excess",
     "default_nvlink_rs",
+    "fallback_trees_rule",
     "healthy_network",
     "healthy_rings",
     "hier_ring_rule",
@@ -469,6 +472,12 @@ NVLINK_HALVING_MAX_BYTES = 8 * 2**20
 TREES_MIN_DEGRADED = 3
 TREES_MAX_GPUS = 40
 TREES_MIN_BYTES = 128 * 2**20
+#: where OptCC's other rules leave only the direct schedule or NCCL's ring, the tree
+#: packing from this many bytes, on two servers or more and up to :data:`TREES_MAX_GPUS`
+#: GPUs (:func:`fallback_trees_rule`)
+FALLBACK_TREES_MIN_BYTES = 8 * 2**20
+#: and on two servers, one of them degraded, up to this many bytes
+FALLBACK_TREES_TWO_MAX_BYTES = 128 * 2**20
 
 
 def trees_rule(topology: Topology, size: Fraction) -> str | None:
@@ -513,6 +522,48 @@ def trees_rule(topology: Topology, size: Fraction) -> str | None:
         f" from {format_size(TREES_MIN_BYTES)}: reduce and broadcast trees packed by a"
         " linear program"
     )
+
+
+def fallback_trees_rule(
+    topology: Topology, servers: Sequence[ServerInfo], size: Fraction
+) -> str | None:
+    """Why OptCC runs the tree packing where its layered rules leave it only the direct
+    schedule or NCCL's ring (fewer NICs than GPUs, degraded servers that differ, a
+    cluster the layered schedules cannot place), or ``None``: on two servers or more, up
+    to :data:`TREES_MAX_GPUS` GPUs, from :data:`FALLBACK_TREES_MIN_BYTES`; on two
+    servers with a degraded one (where the direct schedule is left) up to
+    :data:`FALLBACK_TREES_TWO_MAX_BYTES`.
+
+    Measured on the clusters of ``scripts/random_audit.py`` where the rules fell back
+    (1–6 servers of 1–8 GPUs, NICs lost or slowed; simulated, the trees' time over
+    the fallback's): see ``docs/experiments.md`` for the table. Below 8 MiB the packing's
+    fill (its first piece takes the trees' depth in piece-times) lost in 6 of 17 at 1 MiB.
+    Above 40 GPUs the packing takes minutes and its lanes thin out under the transfer cap.
+
+    >>> from resilientcc.topology import fail_nics, hierarchical
+    >>> t = hierarchical(2, 4, nics_per_server=2)
+    >>> fallback_trees_rule(t, optcc_view(t), Fraction(2**28)) is not None
+    True
+    >>> fallback_trees_rule(t, optcc_view(t), Fraction(2**20)) is None
+    True
+    >>> d = fail_nics(t, 0, [1])
+    >>> fallback_trees_rule(d, optcc_view(d), Fraction(2**28)) is None
+    True
+    """
+    if size < FALLBACK_TREES_MIN_BYTES or topology.num_ranks > TREES_MAX_GPUS:
+        return None
+    if len(servers) < 2:
+        return None
+    capped = len(servers) == 2 and not all(sv.healthy for sv in servers)
+    if capped and size > FALLBACK_TREES_TWO_MAX_BYTES:
+        return None
+    where = (
+        f"two servers, one degraded, {format_size(FALLBACK_TREES_MIN_BYTES)} to"
+        f" {format_size(FALLBACK_TREES_TWO_MAX_BYTES)}"
+        if capped
+        else f"up to {TREES_MAX_GPUS} GPUs, from {format_size(FALLBACK_TREES_MIN_BYTES)}"
+    )
+    return f"no layered schedule, {where}: reduce and broadcast trees packed by a linear program"
 
 
 def packs_trees(topology: Topology) -> str | None:
@@ -1779,9 +1830,13 @@ def _default_choice(
     refused: frozenset[str],
 ) -> VariantChoice:
     """OptCC's rules, in the order they apply, among the variants not ``refused`` (the
-    ``optcc`` options given as ``False``). The turns to the ordered rings and the
-    hierarchical ring around several degraded servers apply only where none is."""
-    free = not refused
+    ``optcc`` options given as ``False``). The turns to the ordered rings, the
+    hierarchical ring around several degraded servers and the tree packing where only
+    the direct schedule or NCCL's ring is left apply only where none is (the trees
+    aside: ``trees=False`` keeps the other turns)."""
+    # the rules' own turns (the ordered rings, the trees where nothing else is left)
+    # apply where no variant but the trees is refused: trees=False is the rules without it
+    free = not (refused - {"trees"})
     ring_rule = None if "hier_ring" in refused else hier_ring_rule(servers, shares, size)
     pipe_rule = None if "pipeline" in refused else _pipeline_rule(servers)
     layered = ring_rule is not None or pipe_rule is not None
@@ -1811,7 +1866,12 @@ def _default_choice(
                 " 3/4 of a healthy server's bandwidth"
             )
             return VariantChoice("weighted_ring", rule, relief)
+    fallback = None
+    if free and "trees" not in refused:
+        fallback = fallback_trees_rule(topology, servers, size)
     if all(sv.healthy for sv in servers):
+        if fallback is not None:
+            return VariantChoice("trees", fallback)
         return VariantChoice("ring", _HEALTHY_RING_RULE)
     if len(servers) == 1:
         return VariantChoice("ring", "one server, no network: NCCL's ring over NVLink")
@@ -1825,6 +1885,8 @@ def _default_choice(
             f"several degraded servers, up to {format_size(SEVERAL_HIER_RING_MAX_BYTES)}, "
             "where the direct schedule would run",
         )
+    if fallback is not None:
+        return VariantChoice("trees", fallback)
     blocker = pipeline_blocker(servers) or hier_ring_blocker(servers)
     why = f"the layered schedules need {blocker}" if blocker else "no other rule applies"
     return VariantChoice("direct", why)

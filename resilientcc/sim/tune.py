@@ -16,10 +16,10 @@ MiB, minutes on 16 servers at 1 GiB.
 Examples:
     >>> from fractions import Fraction
     >>> from resilientcc.topology import apply_fail_specs, hierarchical
-    >>> t = apply_fail_specs(hierarchical(5, 8), ["0:nic6", "1:nic3,nic4", "2:x7/8", "3:nic5x3/4"])
+    >>> t = apply_fail_specs(hierarchical(6, 2, fabric="switch"), ["5:x1/2", "4:x7/8", "3:nic1"])
     >>> r = tune(t, Fraction(64 * 2**20))
-    >>> r.label, r.schedule.meta_get("tuned")
-    ('tree packing', 'tree packing')
+    >>> r.trial("rules").variant, r.label, r.schedule.meta_get("tuned")
+    ('hierarchical ring', 'tree packing', 'tree packing')
     >>> r.time_s <= r.trial("rules").time_s
     True
 """

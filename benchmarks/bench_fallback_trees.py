@@ -1,0 +1,95 @@
+"""OptCC's tree packing against the schedule its layered rules fall back to.
+
+Usage::
+
+    python benchmarks/bench_fallback_trees.py [--seeds 0:100] [--large] [--sizes 8MiB,64MiB,256MiB]
+
+Where OptCC's layered rules leave only the direct schedule or NCCL's ring (servers with
+fewer NICs than GPUs, degraded servers that differ, ...), it packs trees
+(``fallback_trees_rule``). This measures that rule on the random clusters of
+``scripts/random_audit.py`` (``--large``: its large draw): for every seed whose cluster
+has two servers or more and at most ``TREES_MAX_GPUS`` GPUs, and every size where
+``choose_variant(..., trees=False)`` gives the direct schedule or the ring, both
+schedules are generated and simulated side by side, and the trees' time over the
+fallback's is kept (below 1: the trees faster). It prints one line per case with
+``-v``, then a table per size, fallback and server count: cases, how many the trees
+won, the median, worst and best ratio, and the median time to pack the trees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+
+from resilientcc.schedules.optcc import TREES_MAX_GPUS, choose_variant, optcc
+from resilientcc.sim import simulate
+from resilientcc.units import format_size, parse_size
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from random_audit import draw_case, parse_seeds
+
+Results = dict[tuple[int, str, str], list[tuple[float, float]]]
+
+
+def measure(seeds: range, large: bool, sizes: Sequence[Fraction], verbose: bool = False) -> Results:
+    """``(bytes, fallback, servers) -> [(trees / fallback, packing seconds), ...]``."""
+    out: Results = defaultdict(list)
+    for seed in seeds:
+        case = draw_case(seed, large)
+        topo = case.topology
+        n = len(topo.servers)
+        if n < 2 or topo.num_ranks > TREES_MAX_GPUS:
+            continue
+        for size in sizes:
+            fallback = choose_variant(topo, size, trees=False).variant
+            if fallback not in ("direct", "ring"):
+                continue
+            base = simulate(optcc(topo, size, trees=False), topo).time_s
+            t0 = time.perf_counter()
+            trees = optcc(topo, size, trees=True)
+            packing = time.perf_counter() - t0
+            ratio = simulate(trees, topo).time_s / base
+            out[int(size), fallback, "two" if n == 2 else "3 or more"].append((ratio, packing))
+            if verbose:
+                print(f"seed {seed}: {case.desc.rsplit(';', 1)[0]}; {format_size(size)}, {fallback}:"
+                      f" trees {ratio:.3f} x ({packing:.1f} s to pack)", flush=True)  # fmt: skip
+    return out
+
+
+def table(results: Results) -> str:
+    """The markdown table of :func:`measure`'s results."""
+    lines = [
+        "| size | fallback | servers | cases | trees faster | median | worst | best | packing |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (size, fallback, servers), rows in sorted(results.items()):
+        ratios = [r for r, _ in rows]
+        pack = statistics.median(p for _, p in rows)
+        lines.append(
+            f"| {format_size(size)} | {fallback} | {servers} | {len(rows)} | {sum(r < 1 for r in ratios)} |"
+            f" {statistics.median(ratios):.3f} | {max(ratios):.3f} | {min(ratios):.3f} |"
+            f" {pack:.1f} s |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", default="0:100", help="A:B, the seeds A..B-1 (default 0:100)")
+    ap.add_argument("--large", action="store_true", help="the audit's large draw")
+    ap.add_argument("--sizes", default="8MiB,64MiB,256MiB", help="comma-separated sizes")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
+    args = ap.parse_args(argv)
+    sizes = [Fraction(parse_size(s)) for s in args.sizes.split(",")]
+    results = measure(parse_seeds(args.seeds), args.large, sizes, args.verbose)
+    print(table(results) if results else "no case where OptCC falls back")
+
+
+if __name__ == "__main__":
+    main()
