@@ -312,6 +312,40 @@ def test_fit_falls_back_where_no_depth_can_be_written():
     assert kept.replaced is None and calls == [None]
 
 
+def test_chunks_that_merged_runs_hide_round_trip():
+    """Random audit, seed 38: OptCC's small-buffer schedule on 5 × 4 GPUs (4 NICs each,
+    three lost on one server), 4 KiB, has 128 chunks of 3 and 7 MSCCL chunks, some of
+    them only ever sent inside runs of several. Their starts, once written as a list too
+    long for one attribute and then left out, were guessed from the steps and came
+    back shifted; the run-length coded sizes fit in one."""
+    topo = fail_nics(hierarchical(5, 4, nics_per_server=4), 3, [1, 2, 3])
+    s = optcc(topo, Fraction(4096))
+    xml = to_msccl_xml(s)
+    assert 'rcc_sizes="3x4,7x12,' in xml
+    assert from_msccl_xml(xml) == s
+
+
+def test_chunk_sizes_too_long_for_one_attribute_go_on_the_gpus():
+    """100 chunks of alternating sizes (no runs to code): their sizes need more than 255
+    characters, so they are written in pieces on the <gpu> elements and read back."""
+    sizes = [Fraction(10, 1050), Fraction(11, 1050)] * 50
+    chunks = chunks_from_sizes(sizes)
+    transfers = []
+    for c in range(len(chunks)):
+        transfers.append(Transfer(2 * c, 0, 1, c, "reduce"))
+        transfers.append(Transfer(2 * c + 1, 1, 0, c, "copy", (2 * c,)))
+    s = Schedule("alternating", 2, Fraction(1050), chunks, tuple(transfers)).check_structure()
+    xml = to_msccl_xml(s)
+    root = ET.fromstring(xml)
+    assert root.get("rcc_sizes") is None
+    parts = [g.get("rcc_sizes") for g in root.findall("gpu")]
+    assert all(parts) and len("".join(p or "" for p in parts)) > 255
+    assert from_msccl_xml(xml) == s
+    broken = xml.replace('rcc_sizes="', 'rcc_sizes="1', 1)
+    with pytest.raises(ScheduleError, match="rcc_sizes add up to"):
+        from_msccl_xml(broken)
+
+
 def test_metadata_with_any_characters_round_trips():
     """OptCC on a healthy cluster records the variant 'ring (no degraded server)': the
     parentheses, and '=', ';', '+' or non-ASCII text, are escaped in rcc_meta."""

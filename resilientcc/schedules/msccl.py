@@ -31,8 +31,10 @@ Mapping:
   order), and the extra ones become ``nop`` steps. Dependencies between transfers on
   disjoint GPUs are implied transitively in the schedules resilientcc generates.
 * **Round trip.** Attributes prefixed ``rcc_`` (ignored by the executor) carry what MSCCL
-  cannot express (transfer ids, all deps, the exact size, the topology fingerprint and
-  the metadata), so :func:`from_msccl_xml` rebuilds an identical :class:`Schedule`.
+  cannot express (transfer ids, all deps, the exact size, the chunks' sizes, the
+  topology fingerprint and the metadata), so :func:`from_msccl_xml` rebuilds an
+  identical :class:`Schedule`. The chunks' sizes (run-length coded) sit on ``<algo>``,
+  or in pieces on the ``<gpu>`` elements where one attribute cannot hold them.
 
 Limits (NCCL-MSCCL ``msccl_struct.h`` / ``msccl_parser.h``): at most
 ``MSCCL_MAX_NUM_STEPS`` = 256 steps per threadblock, 32 threadblocks per channel,
@@ -280,6 +282,51 @@ def _units(schedule: Schedule, limits: MscclLimits) -> int:
     return den
 
 
+def _sizes_code(schedule: Schedule, big_l: int) -> str:
+    """The chunks' sizes in MSCCL chunks, run-length coded: ``SIZExCOUNT`` or ``SIZE``,
+    comma-separated, in chunk order (the chunks tile the buffer in that order).
+
+    >>> from resilientcc.schedules.ir import chunks_from_sizes
+    >>> sizes = [Fraction(1, 8)] * 6 + [Fraction(1, 4)]
+    >>> _sizes_code(Schedule("x", 2, Fraction(8), chunks_from_sizes(sizes), ()), 8)
+    '1x6,2'
+    """
+    sizes = [int(c.size * big_l) for c in schedule.chunks]
+    return ",".join(
+        f"{size}x{n}" if n > 1 else str(size)
+        for size, n in ((k, len(list(g))) for k, g in itertools.groupby(sizes))
+    )
+
+
+def _chunk_starts(code: str, big_l: int, where: str) -> list[int]:
+    """The chunks' starts from :func:`_sizes_code`'s text, checked to tile ``big_l``."""
+    starts, pos = [], 0
+    try:
+        for token in code.split(","):
+            size, _, n = token.partition("x")
+            for _ in range(int(n) if n else 1):
+                starts.append(pos)
+                pos += int(size)
+    except ValueError:
+        raise ScheduleError(f"{where}: bad rcc_sizes {code[:40]!r}") from None
+    if pos != big_l:
+        raise ScheduleError(f"{where}: rcc_sizes add up to {pos}, not nchunksperloop {big_l}")
+    return starts
+
+
+def _place_sizes(algo: ET.Element, gpus: Sequence[ET.Element], code: str, lim: MscclLimits) -> None:
+    """Write :func:`_sizes_code`'s text on ``<algo>`` where it fits one attribute, else
+    in pieces on the ``<gpu>`` elements in order (left out where there are too few: the
+    import then reads the chunks from the steps)."""
+    if len(code) <= lim.max_attr_len:
+        algo.set("rcc_sizes", code)
+        return
+    parts = [code[i : i + lim.max_attr_len] for i in range(0, len(code), lim.max_attr_len)]
+    if len(parts) <= len(gpus):
+        for gpu, part in zip(gpus, parts, strict=False):
+            gpu.set("rcc_sizes", part)
+
+
 def to_msccl_xml(
     schedule: Schedule,
     *,
@@ -452,9 +499,6 @@ def _export_xml(
         algo.set("rcc_size", _attr(str(schedule.size), "size", lim))
         if schedule.topology is not None:
             algo.set("rcc_topology", _attr(schedule.topology, "topology", lim))
-        bounds = ",".join(str(int(c.offset * big_l)) for c in schedule.chunks)
-        if len(bounds) <= lim.max_attr_len:
-            algo.set("rcc_chunks", bounds)
         meta = ";".join(f"{_escape(k)}={_escape(v)}" for k, v in schedule.meta)
         parts = [meta[i : i + lim.max_attr_len] for i in range(0, len(meta), lim.max_attr_len)]
         for i, part in enumerate(parts):
@@ -464,12 +508,17 @@ def _export_xml(
                 f"MSCCL export: the metadata needs {len(algo.attrib)} attributes on <algo>, "
                 f"the parser allows {lim.max_attrs}; export with roundtrip=False"
             )
-    for g in range(schedule.ranks):
-        gpu = ET.SubElement(
+    gpus = [
+        ET.SubElement(
             algo,
             "gpu",
             {"id": str(g), "i_chunks": str(big_l), "o_chunks": str(big_l), "s_chunks": "0"},
         )
+        for g in range(schedule.ranks)
+    ]
+    if roundtrip:
+        _place_sizes(algo, gpus, _sizes_code(schedule, big_l), lim)
+    for g, gpu in enumerate(gpus):
         for tb, (sp, rp, ch) in enumerate(tbs[g]):
             tbe = ET.SubElement(
                 gpu, "tb", {"id": str(tb), "send": str(sp), "recv": str(rp), "chan": str(ch)}
@@ -641,8 +690,13 @@ def from_msccl_xml(text: str, where: str = "MSCCL XML") -> Schedule:
                     raise ScheduleError(f"{w}: bad rcc_d {d!r}") from None
                 recvs[tid] = (rp, g, ch, COPY if kind == "r" else REDUCE, deps)
     size = Fraction(algo.get("rcc_size", "0"))
-    bounds_attr = algo.get("rcc_chunks")
-    if bounds_attr:
+    sizes_code = algo.get("rcc_sizes") or "".join(
+        gpu.get("rcc_sizes", "") for gpu in algo.findall("gpu")
+    )
+    bounds_attr = algo.get("rcc_chunks")  # the starts, as files before rcc_sizes have them
+    if sizes_code:
+        cuts = [*_chunk_starts(sizes_code, big_l, where), big_l]
+    elif bounds_attr:
         starts = [int(x) for x in bounds_attr.split(",")]
         cuts = [*starts, big_l]
     else:
