@@ -418,7 +418,8 @@ VARIANT_TABLE = [
     (4, 8, "0:4+1:4", SMALL, "hierarchical ring"),
     (8, 8, "0:1+1:2+2:x1/2", SMALL, "hierarchical ring"),
     (4, 4, "0:2", SMALL, "tree packing"),  # one NIC per GPU needed: as at 32 MiB
-    (4, 4, "0:2", Fraction(2**22), "direct"),  # and below 8 MiB, the direct schedule
+    (4, 4, "0:2", Fraction(2**21), "direct"),  # and below 4 MiB, the direct schedule
+    (4, 4, "none", Fraction(2**12), "tree packing"),  # in place of the ring at any size
     (9, 5, "0:1", SMALL, "weighted ring"),
 ]
 

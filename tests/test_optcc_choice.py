@@ -43,7 +43,7 @@ CLUSTERS = [
     (24, "", 1024),  # NCCL's ring
     (6, "0:nic1+1:x3/4+2:nic0,nic1,nic2,nic3+3:4", 64),  # several degraded, up to 128 MiB
     (6, "0:nic0+1:nic3+2:nic7+3:x7/8", 256),  # ordered rings
-    (5, "0:nic6+1:nic3,nic4+2:nic2x1/2+3:nic5x3/4", 4),  # direct (below 8 MiB)
+    (5, "0:nic6+1:nic3,nic4+2:nic2x1/2+3:nic5x3/4", 2),  # direct (below 4 MiB)
     (3, "0:x1/2+1:nic0", 64),  # tree packing where only the direct schedule was left
     (4, "0:nic0+1:nic3+2:nic5", 256),  # tree packing: three degraded servers that differ
 ]

@@ -472,11 +472,11 @@ NVLINK_HALVING_MAX_BYTES = 8 * 2**20
 TREES_MIN_DEGRADED = 3
 TREES_MAX_GPUS = 40
 TREES_MIN_BYTES = 128 * 2**20
-#: where OptCC's other rules leave only the direct schedule or NCCL's ring, the tree
-#: packing from this many bytes, on two servers or more and up to :data:`TREES_MAX_GPUS`
-#: GPUs (:func:`fallback_trees_rule`)
-FALLBACK_TREES_MIN_BYTES = 8 * 2**20
-#: and on two servers, one of them degraded, up to this many bytes
+#: where OptCC's other rules leave only the direct schedule, the tree packing from this
+#: many bytes (where they leave NCCL's ring, at any size), on two servers or more and up
+#: to :data:`TREES_MAX_GPUS` GPUs (:func:`fallback_trees_rule`)
+FALLBACK_TREES_MIN_BYTES = 4 * 2**20
+#: and on two servers (one of them degraded) up to this many bytes
 FALLBACK_TREES_TWO_MAX_BYTES = 128 * 2**20
 
 
@@ -530,37 +530,43 @@ def fallback_trees_rule(
     """Why OptCC runs the tree packing where its layered rules leave it only the direct
     schedule or NCCL's ring (fewer NICs than GPUs, degraded servers that differ, a
     cluster the layered schedules cannot place), or ``None``: on two servers or more, up
-    to :data:`TREES_MAX_GPUS` GPUs, from :data:`FALLBACK_TREES_MIN_BYTES`; on two
-    servers with a degraded one (where the direct schedule is left) up to
-    :data:`FALLBACK_TREES_TWO_MAX_BYTES`.
+    to :data:`TREES_MAX_GPUS` GPUs; in place of NCCL's ring (no degraded server) at any
+    size, in place of the direct schedule from :data:`FALLBACK_TREES_MIN_BYTES`, on two
+    servers up to :data:`FALLBACK_TREES_TWO_MAX_BYTES`.
 
     Measured on the clusters of ``scripts/random_audit.py`` where the rules fell back
-    (1–6 servers of 1–8 GPUs, NICs lost or slowed; simulated, the trees' time over
-    the fallback's): see ``docs/experiments.md`` for the table. Below 8 MiB the packing's
-    fill (its first piece takes the trees' depth in piece-times) lost in 6 of 17 at 1 MiB.
-    Above 40 GPUs the packing takes minutes and its lanes thin out under the transfer cap.
+    (1–10 servers of 1–8 GPUs, NICs lost or slowed; simulated, the trees' time over the
+    fallback's; ``benchmarks/bench_fallback_trees.py``, the table in
+    ``docs/experiments.md``): against the ring the trees won in 104 of 106 cases from 4
+    KiB to 256 MiB (median 0.55 at 4 KiB); against the direct schedule in 13 of 37 at 4
+    KiB, 25 of 37 at 1 MiB, 36 of 37 at 4 MiB and 152 of 162 at 8 and 64 MiB; on two
+    servers with a degraded one they lost ground with size (128 MiB: 22 of 31, median
+    0.975; 256 MiB: 10 of 28). Above 40 GPUs the packing takes minutes and its lanes thin out
+    under the transfer cap.
 
     >>> from resilientcc.topology import fail_nics, hierarchical
     >>> t = hierarchical(2, 4, nics_per_server=2)
-    >>> fallback_trees_rule(t, optcc_view(t), Fraction(2**28)) is not None
-    True
-    >>> fallback_trees_rule(t, optcc_view(t), Fraction(2**20)) is None
+    >>> fallback_trees_rule(t, optcc_view(t), Fraction(2**12)) is not None
     True
     >>> d = fail_nics(t, 0, [1])
-    >>> fallback_trees_rule(d, optcc_view(d), Fraction(2**28)) is None
-    True
+    >>> [fallback_trees_rule(d, optcc_view(d), Fraction(2**k)) is None for k in (20, 24, 28)]
+    [True, False, True]
     """
-    if size < FALLBACK_TREES_MIN_BYTES or topology.num_ranks > TREES_MAX_GPUS:
+    if topology.num_ranks > TREES_MAX_GPUS or len(servers) < 2:
         return None
-    if len(servers) < 2:
+    if all(sv.healthy for sv in servers):
+        return (
+            f"no degraded server, no layered schedule, up to {TREES_MAX_GPUS} GPUs:"
+            " reduce and broadcast trees packed by a linear program"
+        )
+    if size < FALLBACK_TREES_MIN_BYTES:
         return None
-    capped = len(servers) == 2 and not all(sv.healthy for sv in servers)
-    if capped and size > FALLBACK_TREES_TWO_MAX_BYTES:
+    if len(servers) == 2 and size > FALLBACK_TREES_TWO_MAX_BYTES:
         return None
     where = (
-        f"two servers, one degraded, {format_size(FALLBACK_TREES_MIN_BYTES)} to"
+        f"two servers, {format_size(FALLBACK_TREES_MIN_BYTES)} to"
         f" {format_size(FALLBACK_TREES_TWO_MAX_BYTES)}"
-        if capped
+        if len(servers) == 2
         else f"up to {TREES_MAX_GPUS} GPUs, from {format_size(FALLBACK_TREES_MIN_BYTES)}"
     )
     return f"no layered schedule, {where}: reduce and broadcast trees packed by a linear program"
