@@ -549,8 +549,8 @@ def fallback_trees_rule(
     >>> fallback_trees_rule(t, optcc_view(t), Fraction(2**12)) is not None
     True
     >>> d = fail_nics(t, 0, [1])
-    >>> [fallback_trees_rule(d, optcc_view(d), Fraction(2**k)) is None for k in (20, 24, 28)]
-    [True, False, True]
+    >>> tuple(fallback_trees_rule(d, optcc_view(d), Fraction(2**k)) is None for k in (20, 24, 28))
+    (True, False, True)
     """
     if topology.num_ranks > TREES_MAX_GPUS or len(servers) < 2:
         return None
