@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from inspect import signature
 from pathlib import Path
@@ -38,6 +38,7 @@ from resilientcc.topology.model import Topology
 
 if TYPE_CHECKING:
     from resilientcc.schedules.msccl import ChunkRounding
+    from resilientcc.sim.tune import Trial
 
 __all__ = ["EXIT_UNKNOWN", "EXIT_VIOLATED", "synth"]
 
@@ -117,7 +118,7 @@ def synth(
             kept = dict(res.trial(res.label).options)
             sched, xml = _fit_msccl(
                 lambda k: res.schedule if k is None else gen(topo, m, **{**kept, "pieces": k}),
-                _without_trees(gen, topo, m, kept, opts),
+                _without_trees(gen, topo, m, _fastest_without_trees(res.trials, kept), opts),
             )
     elif fmt == "msccl-xml" and "pieces" not in opts and "pieces" in signature(gen).parameters:
         announce_generation(algorithm, topo, m, opts)
@@ -177,6 +178,13 @@ def _without_trees(
     return lambda k: gen(topo, m, **base, **({"pieces": k} if k else {}))
 
 
+def _fastest_without_trees(trials: Sequence[Trial], kept: dict[str, object]) -> dict[str, object]:
+    """The options of the fastest tuned variant that is not the tree packing (``kept``'s
+    where none ran): what an MSCCL export writes when the trees do not fit."""
+    ran = [t for t in trials if t.time_s is not None and t.variant != "tree packing"]
+    return dict(min(ran, key=lambda t: t.time_s or 0.0).options) if ran else kept
+
+
 def _fit_msccl(
     make: Callable[[int | None], Schedule],
     fallback: Callable[[int | None], Schedule] | None = None,
@@ -196,7 +204,7 @@ def _fit_msccl(
         variant = fit.schedule.meta_get("variant") or fit.schedule.name
         typer.echo(
             f"MSCCL export: the tree packing does not fit ({why}); wrote the {variant}"
-            " variant instead (-O trees=false)",
+            " variant instead",
             err=True,
         )
     _say_rounding(fit.rounding)
