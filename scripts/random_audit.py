@@ -249,8 +249,9 @@ def behind(tally: Mapping[str, Tally], algo: str = "optcc") -> list[tuple[float,
     mine = tally[algo].ratios if algo in tally else {}
     out = []
     for seed, ratio in mine.items():
-        others = [(t.ratios[seed], name) for name, t in tally.items() if seed in t.ratios]
-        others = [o for o in others if o[1] != algo]
+        others = [
+            (t.ratios[seed], name) for name, t in tally.items() if name != algo and seed in t.ratios
+        ]
         if others:
             best = min(others)
             out.append((ratio / best[0], seed, best[1]))

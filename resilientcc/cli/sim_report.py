@@ -57,7 +57,7 @@ PROGRESS_INTERVAL_S = 10.0
 #: and how long that took (OptCC on 128 × 8 GPUs: about a minute, its exact check included)
 LONG_GEN_GPUS = 256
 #: and from this many when the schedule is a tree packing (its column generation: about
-#: a second on 2 × 8 GPUs, up to 15 s on 5 × 8 with one NIC per server)
+#: a second on 2 × 8 GPUs, up to 20 s on 10 × 4 with two NICs per server)
 LONG_PACKING_GPUS = 24
 
 
@@ -328,21 +328,26 @@ def latency_overlaps(rep: dict[str, Any]) -> bool:
     )
 
 
+def _packs_trees(name: str, topo: Topology, size: Fraction, options: dict[str, Any]) -> bool:
+    """Whether generating ``name`` packs trees (OptCC: where its rules choose them)."""
+    if name != "optcc":
+        return name == "trees"
+    from resilientcc.schedules.optcc import choose_variant
+
+    try:
+        return choose_variant(topo, size, **options).variant == "trees"
+    except ResilientCCError:  # the generator says what is wrong
+        return False
+
+
 def announce_generation(name: str, topo: Topology, size: Fraction, options: dict[str, Any]) -> bool:
     """Say on stderr that ``name``'s schedule is being generated where that takes a
     while (:data:`LONG_GEN_GPUS` GPUs, or :data:`LONG_PACKING_GPUS` where trees are
     packed); whether it said so."""
-    packs = name == "trees"
-    if name == "optcc" and topo.num_ranks >= LONG_PACKING_GPUS:
-        from resilientcc.schedules.optcc import choose_variant
-
-        try:
-            packs = choose_variant(topo, size, **options).variant == "trees"
-        except ResilientCCError:  # the generator says what is wrong
-            packs = False
-    if topo.num_ranks >= LONG_GEN_GPUS:
+    n = topo.num_ranks
+    if n >= LONG_GEN_GPUS:
         what = "and checking it exactly"
-    elif packs and topo.num_ranks >= LONG_PACKING_GPUS:
+    elif n >= LONG_PACKING_GPUS and _packs_trees(name, topo, size, options):
         what = "packing reduce and broadcast trees by a linear program"
     else:
         return False

@@ -282,6 +282,11 @@ def _units(schedule: Schedule, limits: MscclLimits) -> int:
     return den
 
 
+def _attr_pieces(text: str, lim: MscclLimits) -> list[str]:
+    """``text`` cut into attribute values of at most ``lim.max_attr_len`` characters."""
+    return [text[i : i + lim.max_attr_len] for i in range(0, len(text), lim.max_attr_len)]
+
+
 def _sizes_code(schedule: Schedule, big_l: int) -> str:
     """The chunks' sizes in MSCCL chunks, run-length coded: ``SIZExCOUNT`` or ``SIZE``,
     comma-separated, in chunk order (the chunks tile the buffer in that order).
@@ -321,7 +326,7 @@ def _place_sizes(algo: ET.Element, gpus: Sequence[ET.Element], code: str, lim: M
     if len(code) <= lim.max_attr_len:
         algo.set("rcc_sizes", code)
         return
-    parts = [code[i : i + lim.max_attr_len] for i in range(0, len(code), lim.max_attr_len)]
+    parts = _attr_pieces(code, lim)
     if len(parts) <= len(gpus):
         for gpu, part in zip(gpus, parts, strict=False):
             gpu.set("rcc_sizes", part)
@@ -500,8 +505,7 @@ def _export_xml(
         if schedule.topology is not None:
             algo.set("rcc_topology", _attr(schedule.topology, "topology", lim))
         meta = ";".join(f"{_escape(k)}={_escape(v)}" for k, v in schedule.meta)
-        parts = [meta[i : i + lim.max_attr_len] for i in range(0, len(meta), lim.max_attr_len)]
-        for i, part in enumerate(parts):
+        for i, part in enumerate(_attr_pieces(meta, lim)):
             algo.set(f"rcc_meta{i}", _attr(part, "metadata", lim))
         if len(algo.attrib) > lim.max_attrs:
             raise ExportError(
