@@ -2,13 +2,13 @@
 
 Usage::
 
-    python benchmarks/bench_fallback_trees.py [--seeds 0:100] [--large] [--sizes 8MiB,64MiB,256MiB]
+    python benchmarks/bench_fallback_trees.py [--seeds 0:100] [--large] [--sizes 8MiB,64MiB,256MiB] [--servers N]
 
 Where OptCC's layered rules leave only the direct schedule or NCCL's ring (servers with
 fewer NICs than GPUs, degraded servers that differ, ...), it packs trees
 (``fallback_trees_rule``). This measures that rule on the random clusters of
 ``scripts/random_audit.py`` (``--large``: its large draw): for every seed whose cluster
-has two servers or more and at most ``TREES_MAX_GPUS`` GPUs, and every size where
+has two GPUs or more and at most ``TREES_MAX_GPUS``, and every size where
 ``choose_variant(..., trees=False)`` gives the direct schedule or the ring, both
 schedules are generated and simulated side by side, and the trees' time over the
 fallback's is kept (below 1: the trees faster). It prints one line per case with
@@ -37,14 +37,21 @@ from random_audit import draw_case, parse_seeds
 Results = dict[tuple[int, str, str], list[tuple[float, float]]]
 
 
-def measure(seeds: range, large: bool, sizes: Sequence[Fraction], verbose: bool = False) -> Results:
-    """``(bytes, fallback, servers) -> [(trees / fallback, packing seconds), ...]``."""
+def measure(
+    seeds: range,
+    large: bool,
+    sizes: Sequence[Fraction],
+    verbose: bool = False,
+    servers: int | None = None,
+) -> Results:
+    """``(bytes, fallback, servers) -> [(trees / fallback, packing seconds), ...]``; only
+    clusters of ``servers`` servers if given."""
     out: Results = defaultdict(list)
     for seed in seeds:
         case = draw_case(seed, large)
         topo = case.topology
         n = len(topo.servers)
-        if n < 2 or topo.num_ranks > TREES_MAX_GPUS:
+        if topo.num_ranks > TREES_MAX_GPUS or topo.num_ranks < 2 or servers not in (None, n):
             continue
         for size in sizes:
             fallback = choose_variant(topo, size, trees=False).variant
@@ -55,7 +62,9 @@ def measure(seeds: range, large: bool, sizes: Sequence[Fraction], verbose: bool 
             trees = optcc(topo, size, trees=True)
             packing = time.perf_counter() - t0
             ratio = simulate(trees, topo).time_s / base
-            out[int(size), fallback, "two" if n == 2 else "3 or more"].append((ratio, packing))
+            out[int(size), fallback, {1: "one", 2: "two"}.get(n, "3 or more")].append(
+                (ratio, packing)
+            )
             if verbose:
                 print(f"seed {seed}: {case.desc.rsplit(';', 1)[0]}; {format_size(size)}, {fallback}:"
                       f" trees {ratio:.3f} x ({packing:.1f} s to pack)", flush=True)  # fmt: skip
@@ -84,10 +93,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--seeds", default="0:100", help="A:B, the seeds A..B-1 (default 0:100)")
     ap.add_argument("--large", action="store_true", help="the audit's large draw")
     ap.add_argument("--sizes", default="8MiB,64MiB,256MiB", help="comma-separated sizes")
+    ap.add_argument("--servers", type=int, help="only clusters of this many servers")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
     args = ap.parse_args(argv)
     sizes = [Fraction(parse_size(s)) for s in args.sizes.split(",")]
-    results = measure(parse_seeds(args.seeds), args.large, sizes, args.verbose)
+    results = measure(parse_seeds(args.seeds), args.large, sizes, args.verbose, args.servers)
     print(table(results) if results else "no case where OptCC falls back")
 
 

@@ -132,13 +132,19 @@ def test_switch_model_and_single_server(algo):
 @pytest.mark.parametrize("gpus,nics", [(6, 3), (2, 2), (4, 1)])
 def test_single_server_with_every_nic_down(algo, gpus, nics):
     # no network is needed, so no NIC is: OptCC and R2CC divided by the server's zero
-    # bandwidth (found by a random audit); both now run the NVLink ring
+    # bandwidth (found by a random audit); R2CC now runs the NVLink ring, OptCC the
+    # tree packing over NVLink (from 3 GPUs; on 2 the ring)
     topo = fail_nics(hierarchical(1, gpus, nics_per_server=nics), 0, nics)
     s = generate(algo, topo, Fraction(10**6 + 3))
     assert executor.execute(s).ok
     race_free(s)
     if algo == "optcc":
-        assert s.meta_get("variant_rule") == "one server, no network: NCCL's ring over NVLink"
+        rule = s.meta_get("variant_rule")
+        if gpus >= 3:
+            assert s.meta_get("variant") == "tree packing"
+            assert rule.startswith("one server, 3 to 40 GPUs: reduce and broadcast trees")
+        else:
+            assert rule == "one server, no network: NCCL's ring over NVLink"
 
 
 @pytest.mark.parametrize("algo", MINE)

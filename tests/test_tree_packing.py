@@ -354,3 +354,34 @@ def test_fallback_benchmark_runs(monkeypatch, capsys) -> None:  # type: ignore[n
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert cells[3] == "1" and cells[4] == "1"  # one case each, the trees faster
         assert 0 < float(cells[5]) < 1
+
+
+def test_fallback_benchmark_one_server(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``--servers 1`` keeps seeds 196 (one server of 8 GPUs) and 197 (of 2), and skips
+    none of them: at 1 MiB the trees were measured 0.629 and 1.008 × the ring's time."""
+    script = ROOT / "benchmarks" / "bench_fallback_trees.py"
+    argv = [str(script), "--seeds", "195:198", "--servers", "1", "--sizes", "1MiB", "-v"]
+    monkeypatch.setattr("sys.argv", argv)
+    runpy.run_path(str(script), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "seed 196:" in out and "seed 197:" in out and "seed 195:" not in out
+    (row,) = [r for r in out.splitlines() if r.startswith("| 1 MiB")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:5] == ["1 MiB", "ring", "one", "2", "1"]  # two cases, the trees won one
+
+
+@pytest.mark.parametrize("gpus", [2, 3, 8])
+def test_optcc_packs_trees_on_one_server_of_three_gpus_or_more(gpus: int) -> None:
+    topo = hierarchical(1, gpus)
+    size = Fraction(2**26)
+    s = optcc(topo, size)
+    ring = optcc(topo, size, trees=False)
+    assert ring.meta_get("variant") != "tree packing"
+    if gpus < 3:
+        assert s.meta_get("variant") == ring.meta_get("variant")
+        return
+    assert s.meta_get("variant") == "tree packing"
+    assert s.meta_get("variant_rule").startswith("one server, 3 to 40 GPUs")
+    assert executor.execute(s).ok
+    t_trees, t_ring = simulate(s, topo).time_s, simulate(ring, topo).time_s
+    assert lower_bound(topo, size).seconds <= t_trees < t_ring

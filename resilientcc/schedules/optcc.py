@@ -220,6 +220,7 @@ __all__ = [
     "NO_SLIVER_MAX_BYTES",
     "NVLINK_HALVING_MAX_BYTES",
     "ONE_DEAD_PIPELINE_MAX_SERVERS",
+    "ONE_SERVER_TREES_MIN_GPUS",
     "ORDERED_RINGS_FEW_ESTIMATE",
     "ORDERED_RINGS_FEW_SMALL_BYTES",
     "ORDERED_RINGS_FEW_SMALL_ESTIMATE",
@@ -478,6 +479,9 @@ TREES_MIN_BYTES = 128 * 2**20
 FALLBACK_TREES_MIN_BYTES = 4 * 2**20
 #: and on two servers (one of them degraded) up to this many bytes
 FALLBACK_TREES_TWO_MAX_BYTES = 128 * 2**20
+#: on one server, the tree packing in place of NCCL's ring from this many GPUs on (at
+#: any size; on two GPUs the ring is one transfer each way)
+ONE_SERVER_TREES_MIN_GPUS = 3
 
 
 def trees_rule(topology: Topology, size: Fraction) -> str | None:
@@ -529,10 +533,19 @@ def fallback_trees_rule(
 ) -> str | None:
     """Why OptCC runs the tree packing where its layered rules leave it only the direct
     schedule or NCCL's ring (fewer NICs than GPUs, degraded servers that differ, a
-    cluster the layered schedules cannot place), or ``None``: on two servers or more, up
-    to :data:`TREES_MAX_GPUS` GPUs; in place of NCCL's ring (no degraded server) at any
-    size, in place of the direct schedule from :data:`FALLBACK_TREES_MIN_BYTES`, on two
-    servers up to :data:`FALLBACK_TREES_TWO_MAX_BYTES`.
+    cluster the layered schedules cannot place, a single server), or ``None``: up to
+    :data:`TREES_MAX_GPUS` GPUs; on one server from :data:`ONE_SERVER_TREES_MIN_GPUS`
+    GPUs, at any size; on two servers or more in place of NCCL's ring (no degraded
+    server) at any size, in place of the direct schedule from
+    :data:`FALLBACK_TREES_MIN_BYTES`, on two servers up to
+    :data:`FALLBACK_TREES_TWO_MAX_BYTES`.
+
+    On one server (``benchmarks/bench_fallback_trees.py --servers 1``, the 44 one-server
+    clusters of seeds 0–399; 3 to 8 GPUs, NICs lost or slowed, which nothing here
+    crosses) the trees beat NCCL's NVLink ring in 36 of 36 with three GPUs or more at 4
+    KiB, 1 MiB, 64 MiB and 1 GiB (medians 0.764 / 0.739 / 0.933 / 0.995, the worst
+    0.997), and lost all 8 with two (1.001–1.062): a ring of two is one transfer each
+    way. 16 / 32 / 40 GPUs (1 GiB / 256 MiB / 64 MiB): 0.979 / 0.849 / 0.537.
 
     Measured on the clusters of ``scripts/random_audit.py`` where the rules fell back
     (1–10 servers of 1–8 GPUs, NICs lost or slowed; simulated, the trees' time over the
@@ -552,8 +565,15 @@ def fallback_trees_rule(
     >>> tuple(fallback_trees_rule(d, optcc_view(d), Fraction(2**k)) is None for k in (20, 24, 28))
     (True, False, True)
     """
-    if topology.num_ranks > TREES_MAX_GPUS or len(servers) < 2:
+    if topology.num_ranks > TREES_MAX_GPUS:
         return None
+    if len(servers) < 2:
+        if topology.num_ranks < ONE_SERVER_TREES_MIN_GPUS:
+            return None
+        return (
+            f"one server, {ONE_SERVER_TREES_MIN_GPUS} to {TREES_MAX_GPUS} GPUs: reduce and"
+            " broadcast trees over NVLink packed by a linear program"
+        )
     if all(sv.healthy for sv in servers):
         return (
             f"no degraded server, no layered schedule, up to {TREES_MAX_GPUS} GPUs:"
@@ -1880,6 +1900,8 @@ def _default_choice(
             return VariantChoice("trees", fallback)
         return VariantChoice("ring", _HEALTHY_RING_RULE)
     if len(servers) == 1:
+        if fallback is not None:
+            return VariantChoice("trees", fallback)
         return VariantChoice("ring", "one server, no network: NCCL's ring over NVLink")
     if free and ordered_rings_wins(topology, servers, size, layered=False):
         return VariantChoice(
