@@ -726,3 +726,38 @@ def test_cli_run_verify_runs_only_what_is_proved(tmp_path) -> None:  # type: ign
     refused = runner.invoke(app, ["run", str(path), "--backend", "local", "--verify"])
     assert refused.exit_code == 2
     assert "--verify: race_free violated" in refused.output and "ran " not in refused.output
+
+
+def _most_open_sends(r) -> int:  # type: ignore[no-untyped-def]
+    """The most sends of one rank not yet committed by their receivers when it sent
+    another (from the run's trace)."""
+    committed = {e.transfer: e.time_s for e in r.events if e.kind == "commit"}
+    sends: dict[int, list[tuple[float, int]]] = {}
+    for e in r.events:
+        if e.kind == "send":
+            sends.setdefault(e.rank, []).append((e.time_s, e.transfer))
+    return max(
+        sum(1 for _t0, tid0 in mine[:k] if committed[tid0] > t)
+        for mine in sends.values()
+        for k, (t, _tid) in enumerate(mine)
+    )
+
+
+@pytest.mark.parametrize("window", [1, 3])
+def test_the_send_window_bounds_each_rank_s_unacknowledged_sends(window: int) -> None:
+    # a rank sends again only once a send falls out of the window: at each send, at most
+    # window - 1 of the rank's earlier sends are not committed yet (a commit comes before
+    # its acknowledgement); with a window too wide to matter the ranks send more at once
+    s = generate("optcc", degraded(2, 4, "0:1"), Fraction(2**20))
+    r = run_schedule(s, elements=64, trace=True, send_window=window)
+    assert r.exact and r.resent == 0
+    assert sum(e.kind == "send" for e in r.events) == len(s.transfers)
+    assert _most_open_sends(r) <= window - 1
+    wide = run_schedule(s, elements=64, trace=True, send_window=10**6)
+    assert wide.exact and _most_open_sends(wide) > window - 1
+
+
+def test_a_send_window_below_one_is_refused() -> None:
+    s = generate("ring", hierarchical(1, 2), Fraction(64))
+    with pytest.raises(InputError, match="send window must be at least 1"):
+        run_schedule(s, elements=8, send_window=0)

@@ -166,6 +166,7 @@ def run_schedule(
     processes: bool = False,
     ack_timeout_s: float = 10.0,
     trace: bool = False,
+    send_window: int | None = None,
 ) -> RunResult:
     """Run ``schedule`` on ``schedule.ranks`` buffers of ``elements`` numbers and check it.
 
@@ -174,13 +175,17 @@ def run_schedule(
     (:mod:`resilientcc.runtime.processes`). A channel that has had no acknowledgement
     from a receiver for ``ack_timeout_s`` is given up for that receiver (how
     ``"silent"`` failures are found). With ``trace``, every rank records what it does
-    (:attr:`RunResult.events`).
+    (:attr:`RunResult.events`). ``send_window``: at most this many sends of a rank
+    unacknowledged at a time (threads only; ``None``:
+    :data:`~resilientcc.runtime.engine.SEND_WINDOW`, as in processes).
 
     Raises:
         InputError: bad arguments (:func:`check_run`), or an unknown backend.
         RunError: a rank made no progress for ``idle_timeout_s`` or lost every channel
             to some receiver.
     """
+    if send_window is not None and send_window < 1:
+        raise InputError(f"the send window must be at least 1, got {send_window}")
     if processes and backend != "gloo":
         raise InputError(f"processes run over gloo, not backend {backend!r}")
     plans = check_run(schedule, elements, failures, ack_timeout_s)
@@ -200,7 +205,16 @@ def run_schedule(
     else:
         buffers = inputs.copy()
         done, wall = _run_threads(
-            schedule, plans, buffers, backend, failures, dedup, idle_timeout_s, ack_timeout_s, trace
+            schedule,
+            plans,
+            buffers,
+            backend,
+            failures,
+            dedup,
+            idle_timeout_s,
+            ack_timeout_s,
+            trace,
+            send_window,
         )
     errors = np.abs(buffers - expected[None, :]).max(axis=1)
     return summarize(
@@ -327,6 +341,7 @@ def _run_threads(
     idle_timeout_s: float,
     ack_timeout_s: float,
     trace: bool,
+    send_window: int | None = None,
 ) -> tuple[list[RankStats], float]:
     """Every rank a thread over ``backend``'s transports, on ``buffers`` in place."""
     slices = chunk_slices(schedule, buffers.shape[1])
@@ -347,6 +362,7 @@ def _run_threads(
                 idle_timeout_s=idle_timeout_s,
                 ack_timeout_s=ack_timeout_s,
                 trace=trace,
+                send_window=send_window,
             )
             transports[r].close()
         except BaseException as exc:
