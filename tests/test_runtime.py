@@ -761,3 +761,22 @@ def test_a_send_window_below_one_is_refused() -> None:
     s = generate("ring", hierarchical(1, 2), Fraction(64))
     with pytest.raises(InputError, match="send window must be at least 1"):
         run_schedule(s, elements=8, send_window=0)
+
+
+def test_cli_run_says_a_long_run_takes_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilientcc.cli.run as cli_run
+
+    args = ["run", "ring", "-n", "1", "-g", "4", "--backend", "local"]
+    quiet = runner.invoke(app, args)
+    assert quiet.exit_code == 0 and "this can take a while" not in quiet.stderr
+    monkeypatch.setattr(cli_run, "LONG_RUN_TRANSFERS", 10)
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    said = re.search(
+        r"running ring: ([\d,]+) transfers, one message each, this can take", res.stderr
+    )
+    assert said and f"{said.group(1)} transfers" in res.stdout  # the count the run reports
+    assert "this can take a while" not in res.stdout
+    as_json = runner.invoke(app, [*args, "--json"])
+    assert as_json.exit_code == 0 and "this can take a while" not in as_json.stderr
+    json.loads(as_json.stdout)
