@@ -222,7 +222,7 @@ def test_optcc_packs_trees_where_gpus_have_no_server() -> None:
 def test_optcc_packs_trees_on_a_graph_of_one_gpu_servers() -> None:
     """Servers of one GPU on a loaded graph: trees by default (the layered rules took
     7 × the bound on this ring); ``trees=False`` keeps the layered rules, ``trees=True``
-    asks for the packing anywhere; a switch model keeps its rules."""
+    asks for the packing anywhere; a switch model keeps its rules (at 256 MiB)."""
     served = topology_from_dict(direct_ring(servers=True))
     size = Fraction(2**24)
     assert "a graph of GPUs" in (optcc(served, size).meta_get("variant_rule") or "")
@@ -232,7 +232,8 @@ def test_optcc_packs_trees_on_a_graph_of_one_gpu_servers() -> None:
         "tree packing",
         "asked for",
     )
-    assert optcc(uniform_switch(4), size).meta_get("variant") != "tree packing"
+    # (above 32 MiB: below, servers of one GPU get the trees, one_gpu_trees_rule)
+    assert optcc(uniform_switch(4), 16 * size).meta_get("variant") != "tree packing"
     with pytest.raises(ScheduleError, match="belongs to no server"):
         optcc(topology_from_dict(direct_ring()), size, trees=False)
 
@@ -385,3 +386,28 @@ def test_optcc_packs_trees_on_one_server_of_three_gpus_or_more(gpus: int) -> Non
     assert executor.execute(s).ok
     t_trees, t_ring = simulate(s, topo).time_s, simulate(ring, topo).time_s
     assert lower_bound(topo, size).seconds <= t_trees < t_ring
+
+
+@pytest.mark.parametrize(
+    ("servers", "beta", "size", "packs"),
+    [
+        (5, Fraction(7, 8), 2**24, True),
+        (7, Fraction(5, 8), 2**23, True),
+        (4, None, 2**20, True),
+        (4, Fraction(1, 8), 2**22, False),  # a server below 1/4 of the fastest
+        (4, Fraction(7, 8), 2**12, False),  # below 1 MiB: latency alone, no gain
+        (4, Fraction(1, 2), 2**26, False),  # above 32 MiB the layered rules won at 1/2
+        (2, Fraction(1, 2), 2**22, False),  # two servers: the ring is one hop each way
+    ],
+)
+def test_optcc_packs_trees_on_servers_of_one_gpu(servers, beta, size, packs) -> None:  # type: ignore[no-untyped-def]
+    topo = hierarchical(servers, 1)
+    if beta is not None:
+        topo = scale_server_nics(topo, 0, beta)
+    s = optcc(topo, Fraction(size))
+    assert (s.meta_get("variant") == "tree packing") is packs
+    if packs:
+        assert s.meta_get("variant_rule").startswith("servers of one GPU, 1 MiB to 32 MiB")
+        rules = optcc(topo, Fraction(size), trees=False)
+        assert rules.meta_get("variant") != "tree packing"
+        assert simulate(s, topo).time_s < simulate(rules, topo).time_s

@@ -220,6 +220,9 @@ __all__ = [
     "NO_SLIVER_MAX_BYTES",
     "NVLINK_HALVING_MAX_BYTES",
     "ONE_DEAD_PIPELINE_MAX_SERVERS",
+    "ONE_GPU_TREES_MAX_BYTES",
+    "ONE_GPU_TREES_MIN_BYTES",
+    "ONE_GPU_TREES_MIN_SHARE",
     "ONE_SERVER_TREES_MIN_GPUS",
     "ORDERED_RINGS_FEW_ESTIMATE",
     "ORDERED_RINGS_FEW_SMALL_BYTES",
@@ -270,6 +273,7 @@ __all__ = [
     "healthy_rings",
     "hier_ring_rule",
     "lone_healthy_view",
+    "one_gpu_trees_rule",
     "optcc",
     "optcc_view",
     "ordered_rings_wins",
@@ -482,6 +486,13 @@ FALLBACK_TREES_TWO_MAX_BYTES = 128 * 2**20
 #: on one server, the tree packing in place of NCCL's ring from this many GPUs on (at
 #: any size; on two GPUs the ring is one transfer each way)
 ONE_SERVER_TREES_MIN_GPUS = 3
+#: on servers of one GPU each (three or more, up to :data:`TREES_MAX_GPUS`), the tree
+#: packing in place of the layered schedules from this many bytes up to the next
+#: (:func:`one_gpu_trees_rule`), where no server has less than this share of the
+#: fastest one's bandwidth
+ONE_GPU_TREES_MIN_BYTES = 2**20
+ONE_GPU_TREES_MAX_BYTES = 32 * 2**20
+ONE_GPU_TREES_MIN_SHARE = Fraction(1, 4)
 
 
 def trees_rule(topology: Topology, size: Fraction) -> str | None:
@@ -592,6 +603,49 @@ def fallback_trees_rule(
     return f"no layered schedule, {where}: reduce and broadcast trees packed by a linear program"
 
 
+def one_gpu_trees_rule(
+    topology: Topology, servers: Sequence[ServerInfo], size: Fraction
+) -> str | None:
+    """Why OptCC runs the tree packing on servers of one GPU each, or ``None``: three
+    servers or more, up to :data:`TREES_MAX_GPUS`, from :data:`ONE_GPU_TREES_MIN_BYTES`
+    to :data:`ONE_GPU_TREES_MAX_BYTES`, where no server has less than
+    :data:`ONE_GPU_TREES_MIN_SHARE` of the fastest one's bandwidth.
+
+    Drawn on ``hierarchical(n, 1)`` with ``n`` = 3–16 and server 0 healthy or at 1/2,
+    7/8 or 1/8 of its bandwidth (the trees' time over the layered rules', 4 KiB to 32
+    MiB): from 1 to 32 MiB, at 1/2 and 7/8, the trees were faster in 55 of 56 (to 0.56,
+    the loss 1.037), at 4 KiB as fast (1.000–1.013), at 1/8 up to 1.26 × slower from 6
+    servers on; at 64 MiB the rules won at 1/2. Held out (7, 9, 12 and 20 servers; server
+    0 at 3/4, 1/4 or 5/8, or at 3/4 with server 1 at 1/2; 2, 8 and 24 MiB): the trees
+    faster in 47 of 48, median 0.78, the loss 1.022 (9 servers, 1/4, 8 MiB). On the
+    switch model (``uniform_switch``; 8 endpoints healthy, one at 1/2 or 7/8, 5 with
+    one at 3/4; 1, 4, 16 and 32 MiB): 0.65–1.004, the trees 0.2–0.4 % slower with one
+    endpoint at 1/2 below 32 MiB. The ``docs/experiments.md`` entry has the tables.
+
+    >>> from resilientcc.topology import hierarchical, scale_server_nics
+    >>> t = hierarchical(4, 1)
+    >>> tuple(one_gpu_trees_rule(t, optcc_view(t), Fraction(2**k)) is None for k in (12, 20, 25, 26))
+    (True, False, False, True)
+    >>> slow = scale_server_nics(t, 0, Fraction(1, 8))
+    >>> one_gpu_trees_rule(slow, optcc_view(slow), Fraction(2**22)) is None
+    True
+    """
+    if len(servers) < 3 or topology.num_ranks > TREES_MAX_GPUS:
+        return None
+    if any(len(sv.ranks) != 1 for sv in servers):
+        return None
+    if not ONE_GPU_TREES_MIN_BYTES <= size <= ONE_GPU_TREES_MAX_BYTES:
+        return None
+    fastest = max(sv.bandwidth for sv in servers)
+    if any(sv.bandwidth < ONE_GPU_TREES_MIN_SHARE * fastest for sv in servers):
+        return None
+    return (
+        f"servers of one GPU, {format_size(ONE_GPU_TREES_MIN_BYTES)} to"
+        f" {format_size(ONE_GPU_TREES_MAX_BYTES)}: reduce and broadcast trees packed by a"
+        " linear program"
+    )
+
+
 def packs_trees(topology: Topology) -> str | None:
     """Why OptCC runs the tree packing (:mod:`~resilientcc.schedules.tree_packing`) on
     ``topology`` instead of its layered variants, or ``None``: GPUs outside servers (the
@@ -600,7 +654,8 @@ def packs_trees(topology: Topology) -> str | None:
     where GPUs forward for each other; on the graphs of ``benchmarks/bench_trees.py``,
     256 MiB, OptCC's layered rules took 1.148–11.2 × the bound, the trees 1.012–1.151).
     A switch model (the ``switch`` builder) keeps the layered rules (8 endpoints, one at
-    half speed: 1.052 against the trees' 1.189).
+    half speed, 256 MiB: 1.052 against the trees' 1.189; from 1 to 32 MiB its endpoints,
+    servers of one GPU, follow :func:`one_gpu_trees_rule`).
 
     >>> from resilientcc.topology import hierarchical, uniform_switch
     >>> packs_trees(hierarchical(2, 2)) is None, packs_trees(uniform_switch(4)) is None
@@ -1858,8 +1913,8 @@ def _default_choice(
     """OptCC's rules, in the order they apply, among the variants not ``refused`` (the
     ``optcc`` options given as ``False``). The turns to the ordered rings, the
     hierarchical ring around several degraded servers and the tree packing where only
-    the direct schedule or NCCL's ring is left apply only where none is (the trees
-    aside: ``trees=False`` keeps the other turns)."""
+    the direct schedule or NCCL's ring is left, or on servers of one GPU, apply only
+    where none is (the trees aside: ``trees=False`` keeps the other turns)."""
     # the rules' own turns (the ordered rings, the trees where nothing else is left)
     # apply where no variant but the trees is refused: trees=False is the rules without it
     free = not (refused - {"trees"})
@@ -1875,6 +1930,10 @@ def _default_choice(
             rest = "the layered schedule" if layered else "the direct schedule"
             return VariantChoice("ordered_rings", f"{_UNLIKE_RULE}, estimated faster than {rest}")
         return VariantChoice("trees", tree_rule)
+    if free and "trees" not in refused:
+        one_gpu = one_gpu_trees_rule(topology, servers, size)
+        if one_gpu is not None:
+            return VariantChoice("trees", one_gpu)
     if layered:
         if free and ordered_rings_wins(topology, servers, size, layered=True):
             return VariantChoice(
