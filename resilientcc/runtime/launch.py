@@ -184,11 +184,9 @@ def run_schedule(
         RunError: a rank made no progress for ``idle_timeout_s`` or lost every channel
             to some receiver.
     """
-    if send_window is not None and send_window < 1:
-        raise InputError(f"the send window must be at least 1, got {send_window}")
     if processes and backend != "gloo":
         raise InputError(f"processes run over gloo, not backend {backend!r}")
-    plans = check_run(schedule, elements, failures, ack_timeout_s)
+    plans = check_run(schedule, elements, failures, ack_timeout_s, send_window)
     inputs = make_inputs(schedule.ranks, elements, seed)
     expected = inputs.sum(axis=0)
     if processes:
@@ -235,18 +233,21 @@ def check_run(
     elements: int,
     failures: Sequence[ChannelFailure],
     ack_timeout_s: float,
+    send_window: int | None = None,
 ) -> tuple[RankPlan, ...]:
     """Check a run's arguments before any rank starts; the schedule's rank plans.
 
     Raises:
-        InputError: ``elements`` below 1, a timeout that is not positive, or a failure
-            on a rank or channel the schedule does not have, twice on one channel, or at
-            a send that never comes.
+        InputError: ``elements`` below 1, a timeout that is not positive, a send
+            window below 1, or a failure on a rank or channel the schedule does not
+            have, twice on one channel, or at a send that never comes.
     """
     if elements < 1:
         raise InputError(f"elements must be at least 1, got {elements}")
     if not ack_timeout_s > 0:
         raise InputError(f"the acknowledgement timeout must be positive, got {ack_timeout_s:g} s")
+    if send_window is not None and send_window < 1:
+        raise InputError(f"the send window must be at least 1, got {send_window}")
     hit: dict[tuple[int, int], set[int]] = {}  # (rank, channel) -> the ranks cut off
     for f in failures:
         if not 0 <= f.rank < schedule.ranks:

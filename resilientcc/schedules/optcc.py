@@ -1918,6 +1918,7 @@ def _default_choice(
     # the rules' own turns (the ordered rings, the trees where nothing else is left)
     # apply where no variant but the trees is refused: trees=False is the rules without it
     free = not (refused - {"trees"})
+    trees_free = free and "trees" not in refused
     ring_rule = None if "hier_ring" in refused else hier_ring_rule(servers, shares, size)
     pipe_rule = None if "pipeline" in refused else _pipeline_rule(servers)
     layered = ring_rule is not None or pipe_rule is not None
@@ -1930,10 +1931,9 @@ def _default_choice(
             rest = "the layered schedule" if layered else "the direct schedule"
             return VariantChoice("ordered_rings", f"{_UNLIKE_RULE}, estimated faster than {rest}")
         return VariantChoice("trees", tree_rule)
-    if free and "trees" not in refused:
-        one_gpu = one_gpu_trees_rule(topology, servers, size)
-        if one_gpu is not None:
-            return VariantChoice("trees", one_gpu)
+    one_gpu = one_gpu_trees_rule(topology, servers, size) if trees_free else None
+    if one_gpu is not None:
+        return VariantChoice("trees", one_gpu)
     if layered:
         if free and ordered_rings_wins(topology, servers, size, layered=True):
             return VariantChoice(
@@ -1951,16 +1951,13 @@ def _default_choice(
                 " 3/4 of a healthy server's bandwidth"
             )
             return VariantChoice("weighted_ring", rule, relief)
-    fallback = None
-    if free and "trees" not in refused:
-        fallback = fallback_trees_rule(topology, servers, size)
-    if all(sv.healthy for sv in servers):
-        if fallback is not None:
-            return VariantChoice("trees", fallback)
+    fallback = fallback_trees_rule(topology, servers, size) if trees_free else None
+    healthy = all(sv.healthy for sv in servers)
+    if fallback is not None and (healthy or len(servers) == 1):
+        return VariantChoice("trees", fallback)
+    if healthy:
         return VariantChoice("ring", _HEALTHY_RING_RULE)
     if len(servers) == 1:
-        if fallback is not None:
-            return VariantChoice("trees", fallback)
         return VariantChoice("ring", "one server, no network: NCCL's ring over NVLink")
     if free and ordered_rings_wins(topology, servers, size, layered=False):
         return VariantChoice(
