@@ -326,9 +326,55 @@ def test_split_variant_in_the_coupled_regime():
 )
 def test_default_ring_fraction(servers, gpus, lost, f):
     topo = fail_nics(hierarchical(servers, gpus), 0, lost)
-    s = optcc(topo, Fraction(2**24), check=False, pipeline=False, hier_ring=False)
+    s = optcc(topo, Fraction(2**28), check=False, pipeline=False, hier_ring=False)
     assert Fraction(s.meta_get("ring_fraction")) == f
     assert s.meta_get("variant") == ("rings + decoupled direct" if f else "direct")
+
+
+@pytest.mark.parametrize(
+    ("mib", "f", "faster"),
+    [(1, Fraction(0), True), (64, Fraction(3, 4), False), (1024, Fraction(0), True)],
+)
+def test_the_split_s_rings_only_where_their_latency_pays(mib, f, faster):
+    """8 × 8 GPUs with 4 NICs each, one NIC of server 1 at 3/4: the split's flat rings
+    over 64 GPUs take 126 steps. At 1 MiB their latency is 59 times their bandwidth
+    time and the direct schedule alone is faster (0.21 × measured); at 1 GiB (fewer NICs
+    than GPUs, ratio 0.06) it is faster too (0.93 ×); at 64 MiB (ratio 0.92) the rings
+    run. Simulated side by side with the other choice."""
+    from resilientcc import sim
+    from resilientcc.schedules._build import server_view
+    from resilientcc.schedules.optcc import ring_latency_ratio
+
+    topo = apply_fail_specs(hierarchical(8, 8, nics_per_server=4), ["1:nic0x3/4"])
+    size = Fraction(mib * 2**20)
+    s = optcc(topo, size, check=False)
+    assert Fraction(s.meta_get("ring_fraction")) == f
+    assert s.meta_get("variant") == ("direct" if f == 0 else "rings + decoupled direct")
+    other = optcc(topo, size, check=False, ring_fraction=Fraction(3, 4) if f == 0 else 0)
+    ours, theirs = sim.simulate(s, topo).time_s, sim.simulate(other, topo).time_s
+    assert (ours < theirs) if faster else (ours <= theirs)
+    ratio = ring_latency_ratio(server_view(topo), size)
+    assert {1: ratio > 1, 64: 0.25 < ratio <= 1, 1024: ratio <= 0.25}[mib]
+
+
+def test_the_weighted_ring_only_where_its_latency_pays():
+    """10 servers of 4 GPUs, one NIC each, one at 7/8: the weighted ring (40 GPUs, 78
+    steps) from 16 MiB, the direct schedule below; at 1 MiB the direct schedule is
+    simulated faster (0.28 × the ring's time), at 64 MiB the ring (the direct schedule
+    1.36 ×)."""
+    from resilientcc import sim
+    from resilientcc.schedules.optcc import choose_variant
+
+    topo = apply_fail_specs(hierarchical(10, 4, nics_per_server=1), ["0:x7/8"])
+    small, large = Fraction(2**20), Fraction(2**26)
+    assert choose_variant(topo, small).variant == "direct"
+    assert choose_variant(topo, large).variant == "weighted_ring"
+    for size, rule_s in ((small, "direct"), (large, "weighted ring")):
+        ours = optcc(topo, size, check=False)
+        assert ours.meta_get("variant") == rule_s
+        asked = {"weighted_ring": True} if size == small else {"ring_fraction": 0}
+        other = optcc(topo, size, check=False, **asked)
+        assert sim.simulate(ours, topo).time_s < sim.simulate(other, topo).time_s
 
 
 def test_no_split_when_two_servers_are_degraded():
@@ -397,8 +443,11 @@ VARIANT_TABLE = [
     (8, 8, "0:4+1:4+2:4", MID, "pipelined hierarchical"),
     (5, 8, "0:4+1:4+2:4", BIG, "pipelined hierarchical"),
     (16, 8, "0:4+1:4+2:4+3:4+4:4+5:4", BIG, "hierarchical ring"),
-    (9, 5, "0:1", BIG, "weighted ring"),
-    (6, 4, "0:1", BIG, "rings + decoupled direct"),
+    (9, 5, "0:1", MID, "weighted ring"),
+    (9, 5, "0:1", BIG, "direct"),  # the weighted ring's latency does not pay (rings_pay)
+    (6, 4, "0:1", Fraction(2**27), "rings + decoupled direct"),
+    (6, 4, "0:1", BIG, "direct"),  # the rings' latency does not pay
+    (6, 4, "0:1", MID, "direct"),  # fewer NICs than GPUs: the direct schedule alone
     (6, 4, "0:2", BIG, "direct"),
     # where only the direct schedule or NCCL's ring is left: the trees up to 40 GPUs
     (4, 4, "0:1", BIG, "tree packing"),
@@ -420,7 +469,7 @@ VARIANT_TABLE = [
     (4, 4, "0:2", SMALL, "tree packing"),  # one NIC per GPU needed: as at 32 MiB
     (4, 4, "0:2", Fraction(2**21), "direct"),  # and below 4 MiB, the direct schedule
     (4, 4, "none", Fraction(2**12), "tree packing"),  # in place of the ring at any size
-    (9, 5, "0:1", SMALL, "weighted ring"),
+    (9, 5, "0:1", SMALL, "direct"),
 ]
 
 
@@ -459,3 +508,25 @@ def test_a_lone_healthy_server_uses_only_the_rails_alive_elsewhere(servers, lost
     switch = apply_fail_specs(hierarchical(servers, 8, fabric="switch"), specs)
     shares = dict(x.split(":") for x in optcc(switch, size).meta_get("shares").split(","))
     assert Fraction(shares[str(servers - 1)]) > Fraction(1, servers)
+
+
+def test_flat_rings_benchmark_on_one_held_out_cluster(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``benchmarks/bench_flat_rings.py`` on 7 × 8 GPUs with 4 NICs, one lost: at 2 MiB
+    the rings' latency is 26 times their bandwidth time and the direct schedule runs (4 ×
+    faster); at 96 MiB (0.54) the split's rings run; at 768 MiB (0.07, fewer NICs than
+    GPUs) the direct schedule alone, 0.90 × the split's time."""
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_flat_rings.py"
+    argv = [str(script), "--set", "held-out", "--clusters", "1", "--sizes", "2MiB,96MiB,768MiB"]
+    monkeypatch.setattr("sys.argv", argv)
+    runpy.run_path(str(script), run_name="__main__")
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| 7 x 8 GPUs")]
+    cells = [[c.strip() for c in r.strip("|").split("|")] for r in rows]
+    assert [c[1] for c in cells] == ["2 MiB", "96 MiB", "768 MiB"]
+    assert all(c[3] == "split f=3/4" for c in cells)
+    assert [c[7] for c in cells] == ["direct", "rings + decoupled direct", "direct"]
+    ratio, direct_over_rings = [float(c[2]) for c in cells], [float(c[6]) for c in cells]
+    assert ratio[0] > 1 >= ratio[1] > 0.25 >= ratio[2]
+    assert direct_over_rings[0] < 0.5 and direct_over_rings[2] < 1

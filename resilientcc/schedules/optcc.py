@@ -144,6 +144,8 @@ from typing import Any
 from resilientcc._gc import gc_paused
 from resilientcc.errors import ScheduleError
 from resilientcc.schedules._build import (
+    NET_LAT,
+    NVL_LAT,
     Builder,
     ServerInfo,
     common_rails,
@@ -238,6 +240,8 @@ __all__ = [
     "ORDERED_RINGS_WIDE_MIN_BYTES",
     "PIPELINE_MAX_SERVERS",
     "RAIL_LP_MIN_GAIN",
+    "RINGS_MAX_LATENCY_RATIO",
+    "RINGS_ONE_NIC_MAX_LATENCY_RATIO",
     "SCALED_MIN_SERVERS",
     "SCALED_PIECES",
     "SEVERAL_BALANCED_MIN_SERVERS",
@@ -252,6 +256,7 @@ __all__ = [
     "SMALL_HIER_RING_MAX_BYTES",
     "SMALL_NETWORK_MAX_BYTES",
     "SMALL_PIECES",
+    "SPLIT_FEWER_NICS_MIN_LATENCY_RATIO",
     "TREES_MAX_GPUS",
     "TREES_MIN_BYTES",
     "TREES_MIN_DEGRADED",
@@ -278,11 +283,14 @@ __all__ = [
     "optcc_view",
     "ordered_rings_wins",
     "packs_trees",
+    "ring_latency_ratio",
     "ring_options",
+    "rings_pay",
     "several_hier_ring",
     "small_hier_ring",
     "small_network",
     "small_only",
+    "split_fraction",
     "trees_rule",
     "unlike_excess",
     "unlike_rings",
@@ -1607,10 +1615,76 @@ def _split_blocker(servers: Sequence[ServerInfo]) -> str | None:
     return None
 
 
+#: OptCC runs flat rings over every GPU (the weighted ring, the split's rings) on servers
+#: with fewer NICs than GPUs only where their latency is at most this many times their
+#: bandwidth time (:func:`ring_latency_ratio`, :func:`rings_pay`); below, the direct
+#: schedule's two network hops are faster
+RINGS_MAX_LATENCY_RATIO = 1.0
+#: the same on servers with a NIC per GPU, where the direct schedule's NVLink trees cost more
+RINGS_ONE_NIC_MAX_LATENCY_RATIO = 2.5
+#: and on servers with fewer NICs than GPUs the split's rings only where that ratio is
+#: above this; from there on the direct schedule alone is faster (:func:`_ring_fraction`)
+SPLIT_FEWER_NICS_MIN_LATENCY_RATIO = 0.25
+
+
+def ring_latency_ratio(servers: Sequence[ServerInfo], size: Fraction) -> float:
+    """A flat ring's latency over its bandwidth time, estimated: ``2(p − 1)`` steps, ``N``
+    of each pass's hops on the network and the rest on NVLink (``NET_LAT``, ``NVL_LAT``:
+    NCCL's 14 and 3.4 µs), against ``2(p − 1)/p · M / B`` with ``B`` the fastest server's
+    network bandwidth, for ``p`` GPUs on ``N`` servers.
+
+    >>> from resilientcc.topology import fail_nics, hierarchical
+    >>> view = server_view(fail_nics(hierarchical(8, 8, nics_per_server=4), 1, 1))
+    >>> tuple(round(ring_latency_ratio(view, Fraction(2**k)), 2) for k in (20, 26, 30))
+    (58.59, 0.92, 0.06)
+    """
+    p = sum(len(sv.ranks) for sv in servers)
+    n = len(servers)
+    bandwidth = float(max(sv.bandwidth for sv in servers))
+    if p < 2 or bandwidth <= 0:
+        return 0.0
+    latency = 2 * (n * NET_LAT + (p - n) * NVL_LAT)
+    return latency / (2 * (p - 1) / p * float(size) / bandwidth)
+
+
+def rings_pay(servers: Sequence[ServerInfo], size: Fraction) -> bool:
+    """Whether OptCC's flat rings (the weighted ring, the split's rings) may run at
+    ``size``: their :func:`ring_latency_ratio` at most :data:`RINGS_MAX_LATENCY_RATIO`
+    on servers with fewer NICs than GPUs, else :data:`RINGS_ONE_NIC_MAX_LATENCY_RATIO`.
+
+    They pay a latency at every one of their ``2(p − 1)`` steps, where the direct
+    schedule crosses the network once each way. Measured with
+    ``benchmarks/bench_flat_rings.py`` (the direct schedule's simulated time over the
+    rings'; 4 to 20 servers of 4 or 8 GPUs with 1, 2, 4, 5 or 8 NICs, one mildly degraded
+    server, 4 KiB to 1 GiB; 87 points fitted, 72 held out on other clusters and sizes):
+    with fewer NICs than GPUs, above the limit the direct schedule faster in 61 of 63
+    (fitted 33 of 34, median 0.242; held out 28 of 29, median 0.419; the slower 1.031
+    and 1.012), at or below it the rings in 36 of 42 (the direct schedule faster by at
+    most 8.4 %); with a NIC per GPU (where the rules reach the split only with the
+    layered variants refused), above 2.5 the direct schedule faster in 12 of 13 (the
+    slower 1.122), at or below it the rings in 13 of 13.
+
+    >>> from resilientcc.topology import fail_nics, hierarchical
+    >>> view = server_view(fail_nics(hierarchical(8, 8, nics_per_server=4), 1, 1))
+    >>> tuple(rings_pay(view, Fraction(2**k)) for k in (20, 26, 30))
+    (False, True, True)
+    """
+    fewer_nics = any(sv.nics < len(sv.ranks) for sv in servers)
+    limit = RINGS_MAX_LATENCY_RATIO if fewer_nics else RINGS_ONE_NIC_MAX_LATENCY_RATIO
+    return ring_latency_ratio(servers, size) <= limit
+
+
 def _ring_fraction(
-    servers: Sequence[ServerInfo], shares: Mapping[int, Fraction], asked: object
+    servers: Sequence[ServerInfo], shares: Mapping[int, Fraction], asked: object, size: Fraction
 ) -> Fraction:
-    """The ring part ``f`` of the split schedule (``optcc``'s ``ring_fraction``)."""
+    """The ring part ``f`` of the split schedule (``optcc``'s ``ring_fraction``): by
+    default none where the rings' latency does not pay (:func:`rings_pay`), nor on
+    servers with fewer NICs than GPUs where it is at most a quarter of their bandwidth
+    time (:data:`SPLIT_FEWER_NICS_MIN_LATENCY_RATIO`): there the direct schedule alone
+    moves the bound's network bytes and NVLink has room, and it measured faster in 20 of
+    28 (``benchmarks/bench_flat_rings.py``: fitted 13 of 16, median 0.927 × the split's
+    time; held out 7 of 12, median 0.956; from 0.822 to 1.083).
+    """
     if asked is not None:
         try:
             f = Fraction(str(asked))
@@ -1622,6 +1696,25 @@ def _ring_fraction(
         if blocker is not None:
             raise ScheduleError(f"optcc: ring_fraction needs {blocker}")
         return f
+    fewer_nics = any(sv.nics < len(sv.ranks) for sv in servers)
+    if not rings_pay(servers, size) or (
+        fewer_nics and ring_latency_ratio(servers, size) <= SPLIT_FEWER_NICS_MIN_LATENCY_RATIO
+    ):
+        return Fraction(0)
+    return split_fraction(servers, shares)
+
+
+def split_fraction(servers: Sequence[ServerInfo], shares: Mapping[int, Fraction]) -> Fraction:
+    """The split schedule's ring part by bandwidth alone (OptCC's default where the rings'
+    latency pays, :func:`_ring_fraction`): for one degraded server that owns a share
+    (``β`` of a healthy server's bandwidth), ``β`` above :data:`DEEP_MAX_SERVERS`
+    servers, else ``2β − 1``; 0 where the split cannot run or the straggler owns nothing.
+
+    >>> from resilientcc.topology import fail_nics, hierarchical
+    >>> view = optcc_view(fail_nics(hierarchical(8, 8, nics_per_server=4), 1, 1))
+    >>> split_fraction(view, balanced_shares({sv.index: sv.bandwidth for sv in view}))
+    Fraction(3, 4)
+    """
     degraded = _degraded(servers)
     if len(degraded) != 1 or _split_blocker(servers) is not None:
         return Fraction(0)
@@ -1943,12 +2036,17 @@ def _default_choice(
             return VariantChoice("hier_ring", ring_rule)
         assert pipe_rule is not None
         return VariantChoice("pipeline", pipe_rule)
-    if "weighted_ring" not in refused and len(servers) > PIPELINE_MAX_SERVERS:
+    if (
+        "weighted_ring" not in refused
+        and len(servers) > PIPELINE_MAX_SERVERS
+        and rings_pay(servers, size)
+    ):
         relief = _weighted_ring_relief(topology, servers)
         if relief is not None:
             rule = (
                 f"one degraded server above {PIPELINE_MAX_SERVERS} servers, with more than"
-                " 3/4 of a healthy server's bandwidth"
+                " 3/4 of a healthy server's bandwidth, where a flat ring's latency is small"
+                " beside its bandwidth time"
             )
             return VariantChoice("weighted_ring", rule, relief)
     fallback = fallback_trees_rule(topology, servers, size) if trees_free else None
@@ -2390,7 +2488,7 @@ def optcc(
     nics = max(sv.nics for sv in servers)
     b = Builder("optcc", topology.num_ranks)
     b.order_by_release = True
-    f = _ring_fraction(servers, shares, ring_fraction)
+    f = _ring_fraction(servers, shares, ring_fraction, size)
     if f > 0:
         plan, k = _ring_split(b, servers, f, size, pieces, window, max_serial, ramp)
     else:
