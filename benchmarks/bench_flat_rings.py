@@ -9,11 +9,12 @@ fewer NICs than GPUs, say), OptCC's rules used to give flat rings over every GPU
 size: the weighted ring above 8 servers, the split (rings on a part ``f`` of the buffer,
 the decoupled direct schedule on the rest) below. ``optcc.rings_pay`` now lets them run
 only where :func:`~resilientcc.schedules.optcc.ring_latency_ratio` says their latency
-pays. For each cluster of the set and each size this simulates both sides, the rings
+pays, and the split not at all on servers with fewer NICs than GPUs. For each cluster
+of the set and each size this simulates both sides, the rings
 (the weighted ring, or the split with ``f`` from ``split_fraction``) and the direct
 schedule alone (``ring_fraction=0``), and prints the ratio, both times, the direct
 schedule's time over the rings' and what OptCC runs now; then, per kind of cluster and
-side of the limits, how often the direct schedule was faster. ``fit`` is the set the
+side of the limit, how often the direct schedule was faster. ``fit`` is the set the
 limits were drawn from, ``held-out`` other clusters and sizes (each at its own sizes
 unless ``--sizes``).
 """
@@ -30,7 +31,6 @@ from typing import Any
 from resilientcc.schedules.optcc import (
     RINGS_MAX_LATENCY_RATIO,
     RINGS_ONE_NIC_MAX_LATENCY_RATIO,
-    SPLIT_FEWER_NICS_MIN_LATENCY_RATIO,
     balanced_shares,
     choose_variant,
     optcc,
@@ -104,14 +104,13 @@ def rings_side(topo: Topology, size: Fraction, refused: bool) -> tuple[str, dict
 
 
 def side(ratio: float, fewer: bool, rings: str) -> str:
-    """Where ``ratio`` falls against the limits (the rule OptCC applies)."""
-    if not fewer:
-        return f"a NIC per GPU, ratio {'>' if ratio > RINGS_ONE_NIC_MAX_LATENCY_RATIO else '<='} {RINGS_ONE_NIC_MAX_LATENCY_RATIO}"
-    if ratio > RINGS_MAX_LATENCY_RATIO:
-        return f"fewer NICs, ratio > {RINGS_MAX_LATENCY_RATIO}"
-    if rings.startswith("split") and ratio <= SPLIT_FEWER_NICS_MIN_LATENCY_RATIO:
-        return f"fewer NICs, split, ratio <= {SPLIT_FEWER_NICS_MIN_LATENCY_RATIO}"
-    return "fewer NICs, rings kept"
+    """Where a case falls under OptCC's rule: the split on servers with fewer NICs than
+    GPUs never runs; otherwise the rings run where the ratio is at most the limit."""
+    if fewer and rings.startswith("split"):
+        return "fewer NICs than GPUs, the split"
+    limit = RINGS_MAX_LATENCY_RATIO if fewer else RINGS_ONE_NIC_MAX_LATENCY_RATIO
+    kind = "fewer NICs than GPUs, the weighted ring" if fewer else "a NIC per GPU, the split"
+    return f"{kind}, ratio {'>' if ratio > limit else '<='} {limit}"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -238,8 +238,10 @@ __all__ = [
     "ORDERED_RINGS_VIEW_FACTOR",
     "ORDERED_RINGS_WIDE_ESTIMATE",
     "ORDERED_RINGS_WIDE_MIN_BYTES",
+    "PIECES_REFERENCE_BW",
     "PIPELINE_MAX_SERVERS",
     "RAIL_LP_MIN_GAIN",
+    "RINGS_DIRECT_MAX_SERVERS",
     "RINGS_MAX_LATENCY_RATIO",
     "RINGS_ONE_NIC_MAX_LATENCY_RATIO",
     "SCALED_MIN_SERVERS",
@@ -256,7 +258,6 @@ __all__ = [
     "SMALL_HIER_RING_MAX_BYTES",
     "SMALL_NETWORK_MAX_BYTES",
     "SMALL_PIECES",
-    "SPLIT_FEWER_NICS_MIN_LATENCY_RATIO",
     "TREES_MAX_GPUS",
     "TREES_MIN_BYTES",
     "TREES_MIN_DEGRADED",
@@ -283,6 +284,7 @@ __all__ = [
     "optcc_view",
     "ordered_rings_wins",
     "packs_trees",
+    "pieces_bytes",
     "ring_latency_ratio",
     "ring_options",
     "rings_pay",
@@ -1622,9 +1624,9 @@ def _split_blocker(servers: Sequence[ServerInfo]) -> str | None:
 RINGS_MAX_LATENCY_RATIO = 1.0
 #: the same on servers with a NIC per GPU, where the direct schedule's NVLink trees cost more
 RINGS_ONE_NIC_MAX_LATENCY_RATIO = 2.5
-#: and on servers with fewer NICs than GPUs the split's rings only where that ratio is
-#: above this; from there on the direct schedule alone is faster (:func:`_ring_fraction`)
-SPLIT_FEWER_NICS_MIN_LATENCY_RATIO = 0.25
+#: above this many servers the rings run at any size (measured up to 20; the direct
+#: schedule's transfers grow as the square of the servers)
+RINGS_DIRECT_MAX_SERVERS = 20
 
 
 def ring_latency_ratio(servers: Sequence[ServerInfo], size: Fraction) -> float:
@@ -1650,25 +1652,28 @@ def ring_latency_ratio(servers: Sequence[ServerInfo], size: Fraction) -> float:
 def rings_pay(servers: Sequence[ServerInfo], size: Fraction) -> bool:
     """Whether OptCC's flat rings (the weighted ring, the split's rings) may run at
     ``size``: their :func:`ring_latency_ratio` at most :data:`RINGS_MAX_LATENCY_RATIO`
-    on servers with fewer NICs than GPUs, else :data:`RINGS_ONE_NIC_MAX_LATENCY_RATIO`.
+    on servers with fewer NICs than GPUs, else :data:`RINGS_ONE_NIC_MAX_LATENCY_RATIO`;
+    at any size above :data:`RINGS_DIRECT_MAX_SERVERS` servers.
 
     They pay a latency at every one of their ``2(p − 1)`` steps, where the direct
     schedule crosses the network once each way. Measured with
     ``benchmarks/bench_flat_rings.py`` (the direct schedule's simulated time over the
     rings'; 4 to 20 servers of 4 or 8 GPUs with 1, 2, 4, 5 or 8 NICs, one mildly degraded
     server, 4 KiB to 1 GiB; 87 points fitted, 72 held out on other clusters and sizes):
-    with fewer NICs than GPUs, above the limit the direct schedule faster in 61 of 63
-    (fitted 33 of 34, median 0.242; held out 28 of 29, median 0.419; the slower 1.031
-    and 1.012), at or below it the rings in 36 of 42 (the direct schedule faster by at
-    most 8.4 %); with a NIC per GPU (where the rules reach the split only with the
+    the weighted ring on servers with fewer NICs than GPUs, above the limit the direct
+    schedule faster in 15 of 15 (medians 0.207 fitted, 0.390 held out), at or below it the
+    ring in 20 of 22; the split with a NIC per GPU (where the rules reach it only with the
     layered variants refused), above 2.5 the direct schedule faster in 12 of 13 (the
-    slower 1.122), at or below it the rings in 13 of 13.
+    slower 1.122), at or below it the split in 13 of 13. With no degraded server (NCCL's
+    ring) above 1 the direct schedule was faster in 29 of 29 (fitted and held out).
 
     >>> from resilientcc.topology import fail_nics, hierarchical
     >>> view = server_view(fail_nics(hierarchical(8, 8, nics_per_server=4), 1, 1))
     >>> tuple(rings_pay(view, Fraction(2**k)) for k in (20, 26, 30))
     (False, True, True)
     """
+    if len(servers) > RINGS_DIRECT_MAX_SERVERS:
+        return True
     fewer_nics = any(sv.nics < len(sv.ranks) for sv in servers)
     limit = RINGS_MAX_LATENCY_RATIO if fewer_nics else RINGS_ONE_NIC_MAX_LATENCY_RATIO
     return ring_latency_ratio(servers, size) <= limit
@@ -1678,12 +1683,12 @@ def _ring_fraction(
     servers: Sequence[ServerInfo], shares: Mapping[int, Fraction], asked: object, size: Fraction
 ) -> Fraction:
     """The ring part ``f`` of the split schedule (``optcc``'s ``ring_fraction``): by
-    default none where the rings' latency does not pay (:func:`rings_pay`), nor on
-    servers with fewer NICs than GPUs where it is at most a quarter of their bandwidth
-    time (:data:`SPLIT_FEWER_NICS_MIN_LATENCY_RATIO`): there the direct schedule alone
-    moves the bound's network bytes and NVLink has room, and it measured faster in 20 of
-    28 (``benchmarks/bench_flat_rings.py``: fitted 13 of 16, median 0.927 × the split's
-    time; held out 7 of 12, median 0.956; from 0.822 to 1.083).
+    default :func:`split_fraction`, but none on servers with fewer NICs than GPUs (there
+    the direct schedule alone moves the bound's network bytes, NVLink has room, and with
+    its depth read from the time (:func:`pieces_bytes`) it measured faster in 46 of 51
+    fitted and 36 of 45 held out, medians 0.806 and 0.854, from 4 KiB to 1 GiB;
+    ``benchmarks/bench_flat_rings.py``) nor where the rings' latency does not pay
+    (:func:`rings_pay`).
     """
     if asked is not None:
         try:
@@ -1696,12 +1701,41 @@ def _ring_fraction(
         if blocker is not None:
             raise ScheduleError(f"optcc: ring_fraction needs {blocker}")
         return f
-    fewer_nics = any(sv.nics < len(sv.ranks) for sv in servers)
-    if not rings_pay(servers, size) or (
-        fewer_nics and ring_latency_ratio(servers, size) <= SPLIT_FEWER_NICS_MIN_LATENCY_RATIO
-    ):
+    if any(sv.nics < len(sv.ranks) for sv in servers) or not rings_pay(servers, size):
         return Fraction(0)
     return split_fraction(servers, shares)
+
+
+#: the direct schedule's pipeline depths (:func:`~resilientcc.schedules.direct.default_pieces`)
+#: were drawn on servers of 8 × 400 Gb/s: this many bytes/s (:func:`pieces_bytes`)
+PIECES_REFERENCE_BW = Fraction(400 * 10**9)
+
+
+def pieces_bytes(servers: Sequence[ServerInfo], size: Fraction) -> Fraction:
+    """The size at which OptCC reads the direct schedule's default depth: ``size`` times
+    :data:`PIECES_REFERENCE_BW` over the fastest server's network bandwidth, where that is
+    slower (never fewer pieces than at ``size`` itself).
+
+    The depths were drawn on servers of 8 × 400 Gb/s, where a byte's time sets both the
+    fill the pieces hide and the latency they cost. On slower servers (fewer NICs than
+    GPUs, every NIC slowed) the same bytes take longer and the pipeline pays for deeper
+    pieces sooner. Measured on the random audit's clusters where OptCC runs the direct
+    schedule and the depth moves (1 MiB to 256 MiB; the time with the scaled depth over
+    the time without): seeds 0–149, 27 of 27 faster (0.700–0.998); held out, seeds
+    150–399, 33 of 33 (0.765–0.998), and the large draw, seeds 1000–1059, 14 of 17
+    (0.697–0.974; the slower 1.010, 1.011, 1.063: 8 → 12 pieces at 256 MiB on servers of
+    one NIC).
+
+    >>> from resilientcc.topology import hierarchical
+    >>> float(pieces_bytes(server_view(hierarchical(4, 8, nics_per_server=2)), Fraction(2**20)))
+    4194304.0
+    >>> float(pieces_bytes(server_view(hierarchical(4, 8)), Fraction(2**20)))
+    1048576.0
+    """
+    fastest = max((sv.bandwidth for sv in servers), default=Fraction(0))
+    if fastest <= 0 or fastest >= PIECES_REFERENCE_BW:
+        return size
+    return size * PIECES_REFERENCE_BW / fastest
 
 
 def split_fraction(servers: Sequence[ServerInfo], shares: Mapping[int, Fraction]) -> Fraction:
@@ -1877,6 +1911,10 @@ _UNLIKE_RULE = "several degraded servers that differ: Balance's rings in the bes
 #: NCCL's ring where no server is degraded and no layered schedule runs: the direct
 #: schedule measures 1.12 x the ring there (4 x 8 GPUs, 1 GiB)
 _HEALTHY_RING_RULE = "no degraded server, no layered schedule: NCCL's ring"
+_HEALTHY_DIRECT_RULE = (
+    "no degraded server, no layered schedule, where NCCL's flat ring's latency does not pay:"
+    " the direct schedule"
+)
 
 
 def _choice(
@@ -2053,6 +2091,11 @@ def _default_choice(
     healthy = all(sv.healthy for sv in servers)
     if fallback is not None and (healthy or len(servers) == 1):
         return VariantChoice("trees", fallback)
+    # the direct schedule with no degraded server only where no layered schedule can run
+    # (they were refused otherwise: NCCL's ring as before)
+    blocked = pipeline_blocker(servers) or hier_ring_blocker(servers)
+    if healthy and len(servers) > 1 and blocked and not rings_pay(servers, size):
+        return VariantChoice("direct", _HEALTHY_DIRECT_RULE)
     if healthy:
         return VariantChoice("ring", _HEALTHY_RING_RULE)
     if len(servers) == 1:
@@ -2504,7 +2547,9 @@ def optcc(
         k = (
             pieces
             if pieces is not None
-            else default_pieces(size, n, decoupled=decoupled, several=several)
+            else default_pieces(
+                pieces_bytes(servers, size), n, decoupled=decoupled, several=several
+            )
         )
         direct_allreduce(
             b,
