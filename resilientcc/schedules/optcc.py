@@ -1650,8 +1650,8 @@ def ring_latency_ratio(servers: Sequence[ServerInfo], size: Fraction) -> float:
 
 
 def rings_pay(servers: Sequence[ServerInfo], size: Fraction) -> bool:
-    """Whether OptCC's flat rings (the weighted ring, the split's rings) may run at
-    ``size``: their :func:`ring_latency_ratio` at most :data:`RINGS_MAX_LATENCY_RATIO`
+    """Whether OptCC's flat rings (the weighted ring, the split's rings, NCCL's ring with
+    no degraded server where no layered schedule runs) may run at ``size``: their :func:`ring_latency_ratio` at most :data:`RINGS_MAX_LATENCY_RATIO`
     on servers with fewer NICs than GPUs, else :data:`RINGS_ONE_NIC_MAX_LATENCY_RATIO`;
     at any size above :data:`RINGS_DIRECT_MAX_SERVERS` servers.
 
@@ -2092,7 +2092,7 @@ def _default_choice(
     if fallback is not None and (healthy or len(servers) == 1):
         return VariantChoice("trees", fallback)
     # the direct schedule with no degraded server only where no layered schedule can run
-    # (they were refused otherwise: NCCL's ring as before)
+    # (where they can but were refused, or their rules stop, NCCL's ring as before)
     blocked = pipeline_blocker(servers) or hier_ring_blocker(servers)
     if healthy and len(servers) > 1 and blocked and not rings_pay(servers, size):
         return VariantChoice("direct", _HEALTHY_DIRECT_RULE)
