@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/bench_flat_rings.py [--set fit|held-out] [--sizes 1MiB,64MiB,1GiB] [-v]
+    python benchmarks/bench_flat_rings.py [--set fit|held-out|healthy] [--sizes 1MiB,64MiB,1GiB]
 
 Where one server is mildly degraded and the layered schedules do not run (servers with
 fewer NICs than GPUs, say), OptCC's rules used to give flat rings over every GPU at any
@@ -15,8 +15,9 @@ of the set and each size this simulates both sides, the rings
 schedule alone (``ring_fraction=0``), and prints the ratio, both times, the direct
 schedule's time over the rings' and what OptCC runs now; then, per kind of cluster and
 side of the limit, how often the direct schedule was faster. ``fit`` is the set the
-limits were drawn from, ``held-out`` other clusters and sizes (each at its own sizes
-unless ``--sizes``).
+limits were drawn from, ``held-out`` other clusters and sizes, ``healthy`` clusters
+with no degraded server, NCCL's ring against the direct schedule (the first six
+clusters the fit, the rest held out; each at its own sizes unless ``--sizes``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from resilientcc.schedules.optcc import (
     ring_latency_ratio,
     split_fraction,
 )
+from resilientcc.schedules.ring import ring
 from resilientcc.sim import simulate
 from resilientcc.topology import apply_fail_specs, hierarchical
 from resilientcc.topology.model import Topology
@@ -76,7 +78,24 @@ HELD_OUT: tuple[tuple[Cluster, str], ...] = (
     ((9, 8, 5, ("0:1",), False), "8MiB,32MiB,256MiB"),
     ((6, 8, 4, ("0:1",), False), "32MiB,128MiB,256MiB"),
 )
-SETS = {"fit": FIT, "held-out": HELD_OUT}
+_HEALTHY = "1MiB,16MiB,64MiB,256MiB,1GiB"
+_HEALTHY_HELD = "2MiB,8MiB,24MiB,48MiB,96MiB,384MiB"
+#: no degraded server: NCCL's ring against the direct schedule (the first six the fit,
+#: the rest held out)
+HEALTHY: tuple[tuple[Cluster, str], ...] = (
+    ((8, 8, 4, (), False), _HEALTHY),
+    ((6, 8, 2, (), False), _HEALTHY),
+    ((16, 4, 1, (), False), _HEALTHY),
+    ((12, 8, 4, (), False), _HEALTHY),
+    ((6, 8, 4, (), False), _HEALTHY),
+    ((10, 8, 1, (), False), _HEALTHY),
+    ((7, 8, 2, (), False), _HEALTHY_HELD),
+    ((20, 4, 2, (), False), _HEALTHY_HELD),
+    ((9, 8, 4, (), False), _HEALTHY_HELD),
+    ((16, 8, 2, (), False), _HEALTHY_HELD),
+    ((11, 4, 1, (), False), _HEALTHY_HELD),
+)
+SETS = {"fit": FIT, "held-out": HELD_OUT, "healthy": HEALTHY}
 _REFUSED: dict[str, Any] = {"pipeline": False, "hier_ring": False}
 
 
@@ -87,15 +106,18 @@ def topology_of(cluster: Cluster) -> Topology:
 
 def describe(cluster: Cluster) -> str:
     n, g, k, fails, refused = cluster
-    return f"{n} x {g} GPUs, {k} NICs, {'+'.join(fails)}" + (
+    return f"{n} x {g} GPUs, {k} NICs, {'+'.join(fails) or 'no failure'}" + (
         " (layered refused)" if refused else ""
     )
 
 
 def rings_side(topo: Topology, size: Fraction, refused: bool) -> tuple[str, dict[str, Any]]:
-    """The rings OptCC's rules gave before the latency limit: the weighted ring where it
-    is the rule at 1 GiB, else the split with its bandwidth-only ring part."""
+    """The rings OptCC's rules gave before the latency limit: NCCL's ring with no
+    degraded server, the weighted ring where it is the rule at 1 GiB, else the split with
+    its bandwidth-only ring part."""
     opts = _REFUSED if refused else {}
+    if all(sv.healthy for sv in optcc_view(topo, size)):
+        return "NCCL's ring", {"ring": True}
     if choose_variant(topo, Fraction(2**30), **opts).variant == "weighted_ring":
         return "weighted ring", {"weighted_ring": True}
     view = optcc_view(topo, size)
@@ -106,6 +128,9 @@ def rings_side(topo: Topology, size: Fraction, refused: bool) -> tuple[str, dict
 def side(ratio: float, fewer: bool, rings: str) -> str:
     """Where a case falls under OptCC's rule: the split on servers with fewer NICs than
     GPUs never runs; otherwise the rings run where the ratio is at most the limit."""
+    if rings == "NCCL's ring":
+        limit = RINGS_MAX_LATENCY_RATIO if fewer else RINGS_ONE_NIC_MAX_LATENCY_RATIO
+        return f"no degraded server, NCCL's ring, ratio {'>' if ratio > limit else '<='} {limit}"
     if fewer and rings.startswith("split"):
         return "fewer NICs than GPUs, the split"
     limit = RINGS_MAX_LATENCY_RATIO if fewer else RINGS_ONE_NIC_MAX_LATENCY_RATIO
@@ -118,7 +143,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--set", choices=sorted(SETS), default="fit", help="the clusters (default fit)")
     ap.add_argument("--sizes", help="comma-separated sizes for every cluster")
     ap.add_argument("--clusters", type=int, help="only the first N clusters of the set")
-    ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
     args = ap.parse_args(argv)
     chosen = SETS[args.set][: args.clusters]
     groups: dict[str, list[float]] = defaultdict(list)
@@ -133,10 +157,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             if rings == "split f=0":
                 continue  # the straggler owns nothing here: no rings either way
             ratio = ring_latency_ratio(optcc_view(topo, size), size)
-            t_rings = simulate(optcc(topo, size, check=False, **asked), topo).time_s
-            t_direct = simulate(
-                optcc(topo, size, check=False, ring_fraction=Fraction(0)), topo
-            ).time_s
+            rings_schedule = (
+                ring(topo, size, check=False)
+                if asked.get("ring")
+                else optcc(topo, size, check=False, **asked)
+            )
+            t_rings = simulate(rings_schedule, topo).time_s
+            alone: dict[str, Any] = (
+                {"direct": True} if rings == "NCCL's ring" else {"ring_fraction": Fraction(0)}
+            )
+            t_direct = simulate(optcc(topo, size, check=False, **alone), topo).time_s
             now = optcc(topo, size, check=False, **(_REFUSED if cluster[4] else {}))
             groups[side(ratio, fewer, rings)].append(t_direct / t_rings)
             print(
