@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
+from resilientcc.schedules._build import ServerInfo
 from resilientcc.schedules.optcc import (
     RINGS_MAX_LATENCY_RATIO,
     RINGS_ONE_NIC_MAX_LATENCY_RATIO,
@@ -111,16 +112,17 @@ def describe(cluster: Cluster) -> str:
     )
 
 
-def rings_side(topo: Topology, size: Fraction, refused: bool) -> tuple[str, dict[str, Any]]:
+def rings_side(
+    topo: Topology, view: Sequence[ServerInfo], size: Fraction, refused: bool
+) -> tuple[str, dict[str, Any]]:
     """The rings OptCC's rules gave before the latency limit: NCCL's ring with no
     degraded server, the weighted ring where it is the rule at 1 GiB, else the split with
-    its bandwidth-only ring part."""
+    its bandwidth-only ring part (``view``: OptCC's view of ``topo`` at ``size``)."""
     opts = _REFUSED if refused else {}
-    if all(sv.healthy for sv in optcc_view(topo, size)):
+    if all(sv.healthy for sv in view):
         return "NCCL's ring", {"ring": True}
     if choose_variant(topo, Fraction(2**30), **opts).variant == "weighted_ring":
         return "weighted ring", {"weighted_ring": True}
-    view = optcc_view(topo, size)
     f = split_fraction(view, balanced_shares({sv.index: sv.bandwidth for sv in view}))
     return f"split f={f}", {"ring_fraction": f, **opts}
 
@@ -153,10 +155,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         fewer = cluster[2] < cluster[1]
         for text in (args.sizes or sizes).split(","):
             size = Fraction(parse_size(text))
-            rings, asked = rings_side(topo, size, cluster[4])
+            view = optcc_view(topo, size)
+            rings, asked = rings_side(topo, view, size, cluster[4])
             if rings == "split f=0":
                 continue  # the straggler owns nothing here: no rings either way
-            ratio = ring_latency_ratio(optcc_view(topo, size), size)
+            ratio = ring_latency_ratio(view, size)
             rings_schedule = (
                 ring(topo, size, check=False)
                 if asked.get("ring")

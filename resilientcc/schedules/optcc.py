@@ -1649,6 +1649,11 @@ def ring_latency_ratio(servers: Sequence[ServerInfo], size: Fraction) -> float:
     return latency / (2 * (p - 1) / p * float(size) / bandwidth)
 
 
+def _fewer_nics(servers: Sequence[ServerInfo]) -> bool:
+    """Whether some server has fewer NICs than GPUs."""
+    return any(sv.nics < len(sv.ranks) for sv in servers)
+
+
 def rings_pay(servers: Sequence[ServerInfo], size: Fraction) -> bool:
     """Whether OptCC's flat rings (the weighted ring, the split's rings, NCCL's ring with
     no degraded server where no layered schedule runs) may run at ``size``: their :func:`ring_latency_ratio` at most :data:`RINGS_MAX_LATENCY_RATIO`
@@ -1674,8 +1679,7 @@ def rings_pay(servers: Sequence[ServerInfo], size: Fraction) -> bool:
     """
     if len(servers) > RINGS_DIRECT_MAX_SERVERS:
         return True
-    fewer_nics = any(sv.nics < len(sv.ranks) for sv in servers)
-    limit = RINGS_MAX_LATENCY_RATIO if fewer_nics else RINGS_ONE_NIC_MAX_LATENCY_RATIO
+    limit = RINGS_MAX_LATENCY_RATIO if _fewer_nics(servers) else RINGS_ONE_NIC_MAX_LATENCY_RATIO
     return ring_latency_ratio(servers, size) <= limit
 
 
@@ -1701,7 +1705,7 @@ def _ring_fraction(
         if blocker is not None:
             raise ScheduleError(f"optcc: ring_fraction needs {blocker}")
         return f
-    if any(sv.nics < len(sv.ranks) for sv in servers) or not rings_pay(servers, size):
+    if _fewer_nics(servers) or not rings_pay(servers, size):
         return Fraction(0)
     return split_fraction(servers, shares)
 
@@ -1908,8 +1912,9 @@ _ASKED = "asked for"
 #: the rule that turns to the ordered rings (where several degraded servers differ)
 _UNLIKE_RULE = "several degraded servers that differ: Balance's rings in the best order"
 
-#: NCCL's ring where no server is degraded and no layered schedule runs: the direct
-#: schedule measures 1.12 x the ring there (4 x 8 GPUs, 1 GiB)
+#: NCCL's ring where no server is degraded and no layered schedule runs, where its latency
+#: pays (:func:`rings_pay`; there the direct schedule measures 1.12 x the ring, 4 x 8 GPUs,
+#: 1 GiB), else the direct schedule
 _HEALTHY_RING_RULE = "no degraded server, no layered schedule: NCCL's ring"
 _HEALTHY_DIRECT_RULE = (
     "no degraded server, no layered schedule, where NCCL's flat ring's latency does not pay:"
@@ -2091,10 +2096,10 @@ def _default_choice(
     healthy = all(sv.healthy for sv in servers)
     if fallback is not None and (healthy or len(servers) == 1):
         return VariantChoice("trees", fallback)
-    # the direct schedule with no degraded server only where no layered schedule can run
-    # (where they can but were refused, or their rules stop, NCCL's ring as before)
-    blocked = pipeline_blocker(servers) or hier_ring_blocker(servers)
-    if healthy and len(servers) > 1 and blocked and not rings_pay(servers, size):
+    # what keeps the layered schedules out (None where they were refused or their rules
+    # stop): the direct schedule replaces NCCL's ring with no degraded server only there
+    blocker = pipeline_blocker(servers) or hier_ring_blocker(servers)
+    if healthy and len(servers) > 1 and blocker and not rings_pay(servers, size):
         return VariantChoice("direct", _HEALTHY_DIRECT_RULE)
     if healthy:
         return VariantChoice("ring", _HEALTHY_RING_RULE)
@@ -2112,7 +2117,6 @@ def _default_choice(
         )
     if fallback is not None:
         return VariantChoice("trees", fallback)
-    blocker = pipeline_blocker(servers) or hier_ring_blocker(servers)
     why = f"the layered schedules need {blocker}" if blocker else "no other rule applies"
     return VariantChoice("direct", why)
 
