@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/bench_fallback_trees.py [--seeds 0:100] [--large] [--sizes 8MiB,64MiB,256MiB] [--servers N]
+    python benchmarks/bench_fallback_trees.py [--seeds 0:100] [--large] [--sizes 8MiB,64MiB,256MiB] [--servers N] [--by-time]
 
 Where OptCC's layered rules leave only the direct schedule or NCCL's ring (servers with
 fewer NICs than GPUs, degraded servers that differ, ...), it packs trees
@@ -13,7 +13,11 @@ has two GPUs or more and at most ``TREES_MAX_GPUS``, and every size where
 schedules are generated and simulated side by side, and the trees' time over the
 fallback's is kept (below 1: the trees faster). It prints one line per case with
 ``-v``, then a table per size, fallback and server count: cases, how many the trees
-won, the median, worst and best ratio, and the median time to pack the trees.
+won, the median, worst and best ratio, the median time to pack the trees, and how far
+OptCC's default choice was from the faster of the two (geometric mean, and the cases
+more than 5 % behind). ``--by-time`` groups the cases by the size read at 400 GB/s
+(``optcc.pieces_bytes``: the size times 400 GB/s over the fastest server's bandwidth),
+the scale the two-server rule reads.
 """
 
 from __future__ import annotations
@@ -27,14 +31,30 @@ from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
-from resilientcc.schedules.optcc import TREES_MAX_GPUS, choose_variant, optcc
+from resilientcc.schedules.optcc import (
+    TREES_MAX_GPUS,
+    choose_variant,
+    optcc,
+    optcc_view,
+    pieces_bytes,
+)
 from resilientcc.sim import simulate
 from resilientcc.units import format_size, parse_size
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from random_audit import draw_case, parse_seeds
 
-Results = dict[tuple[int, str, str], list[tuple[float, float]]]
+#: ``(size or its bin, fallback, servers) -> [(trees / fallback, packing seconds,
+#: OptCC's default choice over the faster of the two), ...]``
+Results = dict[tuple[int, str, str], list[tuple[float, float, float]]]
+
+#: with ``--by-time``, the bins (bytes read at 400 GB/s, :func:`pieces_bytes`) cases fall in
+TIME_BINS = (0, 2**19, 2**21, 2**23, 2**25, 2**27)
+
+
+def time_bin(read: Fraction) -> int:
+    """The largest of :data:`TIME_BINS` at or below ``read``."""
+    return max(b for b in TIME_BINS if b <= read)
 
 
 def measure(
@@ -43,9 +63,10 @@ def measure(
     sizes: Sequence[Fraction],
     verbose: bool = False,
     servers: int | None = None,
+    by_time: bool = False,
 ) -> Results:
-    """``(bytes, fallback, servers) -> [(trees / fallback, packing seconds), ...]``; only
-    clusters of ``servers`` servers if given."""
+    """:data:`Results`; only clusters of ``servers`` servers if given; with ``by_time``
+    keyed by the bin of the size read at 400 GB/s instead of the size."""
     out: Results = defaultdict(list)
     for seed in seeds:
         case = draw_case(seed, large)
@@ -62,8 +83,10 @@ def measure(
             trees = optcc(topo, size, trees=True)
             packing = time.perf_counter() - t0
             ratio = simulate(trees, topo).time_s / base
-            out[int(size), fallback, {1: "one", 2: "two"}.get(n, "3 or more")].append(
-                (ratio, packing)
+            chosen = ratio if choose_variant(topo, size).variant == "trees" else 1.0
+            key = time_bin(pieces_bytes(optcc_view(topo), size)) if by_time else int(size)
+            out[key, fallback, {1: "one", 2: "two"}.get(n, "3 or more")].append(
+                (ratio, packing, chosen / min(ratio, 1.0))
             )
             if verbose:
                 print(f"seed {seed}: {case.desc.rsplit(';', 1)[0]}; {format_size(size)}, {fallback}:"
@@ -71,20 +94,32 @@ def measure(
     return out
 
 
-def table(results: Results) -> str:
-    """The markdown table of :func:`measure`'s results."""
+def table(results: Results, by_time: bool = False) -> str:
+    """The markdown table of :func:`measure`'s results: per size (or bin), fallback and
+    server count, how often the trees won, their ratios, the packing time, and how far
+    OptCC's default choice was from the faster of the two (geometric mean; cases more
+    than 5 % behind)."""
+    head = "read at 400 GB/s, from" if by_time else "size"
     lines = [
-        "| size | fallback | servers | cases | trees faster | median | worst | best | packing |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| {head} | fallback | servers | cases | trees faster | median | worst | best"
+        " | packing | choice / faster | behind > 5 % |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (size, fallback, servers), rows in sorted(results.items()):
-        ratios = [r for r, _ in rows]
-        pack = statistics.median(p for _, p in rows)
+        ratios = [r for r, _, _ in rows]
+        pack = statistics.median(p for _, p, _ in rows)
+        lost = [c for _, _, c in rows]
         lines.append(
             f"| {format_size(size)} | {fallback} | {servers} | {len(rows)} | {sum(r < 1 for r in ratios)} |"
             f" {statistics.median(ratios):.3f} | {max(ratios):.3f} | {min(ratios):.3f} |"
-            f" {pack:.1f} s |"
-        )
+            f" {pack:.1f} s | {statistics.geometric_mean(lost):.3f} | {sum(c > 1.05 for c in lost)} |"
+        )  # fmt: skip
+    every = [c for rows in results.values() for _, _, c in rows]
+    lines.append(
+        f"\nOptCC's choice over the faster of the two, every case: geometric mean"
+        f" {statistics.geometric_mean(every):.3f}, more than 5 % behind in"
+        f" {sum(c > 1.05 for c in every)} of {len(every)}"
+    )
     return "\n".join(lines)
 
 
@@ -94,11 +129,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--large", action="store_true", help="the audit's large draw")
     ap.add_argument("--sizes", default="8MiB,64MiB,256MiB", help="comma-separated sizes")
     ap.add_argument("--servers", type=int, help="only clusters of this many servers")
+    ap.add_argument(
+        "--by-time",
+        action="store_true",
+        help="group by the size read at 400 GB/s (pieces_bytes) instead of the size",
+    )
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
     args = ap.parse_args(argv)
     sizes = [Fraction(parse_size(s)) for s in args.sizes.split(",")]
-    results = measure(parse_seeds(args.seeds), args.large, sizes, args.verbose, args.servers)
-    print(table(results) if results else "no case where OptCC falls back")
+    results = measure(
+        parse_seeds(args.seeds), args.large, sizes, args.verbose, args.servers, args.by_time
+    )
+    print(table(results, args.by_time) if results else "no case where OptCC falls back")
 
 
 if __name__ == "__main__":

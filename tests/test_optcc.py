@@ -390,6 +390,26 @@ def test_the_direct_schedule_s_depth_follows_the_time():
     assert sim.simulate(s, topo).time_s < 0.8 * sim.simulate(shallow, topo).time_s
 
 
+def test_two_servers_the_trees_from_2_mib_read_as_a_time():
+    """Two servers of 8 GPUs with one NIC each (50 GB/s), server 0 at half speed, 1 MiB:
+    read at 400 GB/s that is 8 MiB, so OptCC packs trees (before: the direct schedule
+    below 4 MiB), simulated 0.82 × the direct schedule's time. With four NICs, two lost
+    on server 0, 256 KiB reads as 1 MiB: the direct schedule stays, the trees 1.28 ×."""
+    from resilientcc import sim
+
+    slow = apply_fail_specs(hierarchical(2, 8, nics_per_server=1), ["0:x1/2"])
+    wide = apply_fail_specs(hierarchical(2, 8, nics_per_server=4), ["0:nic0,nic2"])
+    for topo, size, chosen, other in (
+        (slow, Fraction(2**20), "tree packing", {"trees": False}),
+        (wide, Fraction(2**18), "direct", {"trees": True}),
+    ):
+        s = optcc(topo, size)
+        assert s.meta_get("variant") == chosen
+        alt = optcc(topo, size, **other)  # type: ignore[arg-type]
+        assert alt.meta_get("variant") != chosen
+        assert sim.simulate(s, topo).time_s < 0.9 * sim.simulate(alt, topo).time_s
+
+
 def test_the_weighted_ring_only_where_its_latency_pays():
     """10 servers of 4 GPUs, one NIC each, one at 7/8: the weighted ring (40 GPUs, 78
     steps) from 16 MiB, the direct schedule below; at 1 MiB the direct schedule is
@@ -500,6 +520,9 @@ VARIANT_TABLE = [
     (8, 8, "0:1+1:2+2:x1/2", SMALL, "hierarchical ring"),
     (4, 4, "0:2", SMALL, "tree packing"),  # one NIC per GPU needed: as at 32 MiB
     (4, 4, "0:2", Fraction(2**21), "direct"),  # and below 4 MiB, the direct schedule
+    # two servers: from 2 MiB at 400 GB/s, i.e. 256 KiB on one NIC of 50 GB/s
+    (2, 1, "0:x1/2", Fraction(2**20), "tree packing"),
+    (2, 4, "0:nic0,nic2", Fraction(2**18), "direct"),
     (4, 4, "none", Fraction(2**12), "tree packing"),  # in place of the ring at any size
     (9, 5, "0:1", SMALL, "direct"),
 ]

@@ -371,6 +371,29 @@ def test_fallback_benchmark_one_server(monkeypatch, capsys) -> None:  # type: ig
     assert cells[:5] == ["1 MiB", "ring", "one", "2", "1"]  # two cases, the trees won one
 
 
+def test_fallback_benchmark_by_time(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``--by-time`` bins the cases by the size read at 400 GB/s. At 1 MiB, seeds 70–89
+    hold five two-server clusters: on one NIC per server (seeds 70, 82) 1 MiB reads as 8
+    MiB; on two (79, and 72 and 89 seen with the two rails alive on both) as 4 MiB.
+    OptCC packs trees on all five; they were measured faster than the direct schedule
+    on four, and 1.14 × its time on seed 89, the one case more than 5 % behind."""
+    script = ROOT / "benchmarks" / "bench_fallback_trees.py"
+    argv = [str(script), "--seeds", "70:90", "--servers", "2", "--sizes", "1MiB", "--by-time"]
+    monkeypatch.setattr("sys.argv", argv)
+    runpy.run_path(str(script), run_name="__main__")
+    out = capsys.readouterr().out
+    rows = {
+        r.strip("|").split("|")[0].strip(): [c.strip() for c in r.strip("|").split("|")]
+        for r in out.splitlines()
+        if r.startswith("| ") and "direct" in r
+    }
+    assert set(rows) == {"2 MiB", "8 MiB"}
+    assert rows["8 MiB"][3:5] == ["2", "2"] and rows["8 MiB"][9:] == ["1.000", "0"]
+    assert rows["2 MiB"][3:5] == ["3", "2"] and rows["2 MiB"][10] == "1"
+    assert 1.0 < float(rows["2 MiB"][9]) < float(rows["2 MiB"][6])  # behind, by under the worst
+    assert "more than 5 % behind in 1 of 5" in out
+
+
 @pytest.mark.parametrize("gpus", [2, 3, 8])
 def test_optcc_packs_trees_on_one_server_of_three_gpus_or_more(gpus: int) -> None:
     topo = hierarchical(1, gpus)

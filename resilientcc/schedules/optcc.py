@@ -212,6 +212,7 @@ __all__ = [
     "ALIKE_WIDE_SLACK",
     "FALLBACK_TREES_MIN_BYTES",
     "FALLBACK_TREES_TWO_MAX_BYTES",
+    "FALLBACK_TREES_TWO_MIN_BYTES",
     "HALVING_MIN_SERVERS",
     "HALVING_PIECES",
     "HEALTHY_DIRECT_MAX_SERVERS",
@@ -488,10 +489,13 @@ TREES_MIN_DEGRADED = 3
 TREES_MAX_GPUS = 40
 TREES_MIN_BYTES = 128 * 2**20
 #: where OptCC's other rules leave only the direct schedule, the tree packing from this
-#: many bytes (where they leave NCCL's ring, at any size), on two servers or more and up
-#: to :data:`TREES_MAX_GPUS` GPUs (:func:`fallback_trees_rule`)
+#: many bytes (where they leave NCCL's ring, at any size), on three servers or more and
+#: up to :data:`TREES_MAX_GPUS` GPUs (:func:`fallback_trees_rule`)
 FALLBACK_TREES_MIN_BYTES = 4 * 2**20
-#: and on two servers (one of them degraded) up to this many bytes
+#: on two servers (one of them degraded), from this many bytes read at the fastest
+#: server's pace (:func:`pieces_bytes`: the size times 400 GB/s over its bandwidth,
+#: where that is slower) up to :data:`FALLBACK_TREES_TWO_MAX_BYTES`
+FALLBACK_TREES_TWO_MIN_BYTES = 2 * 2**20
 FALLBACK_TREES_TWO_MAX_BYTES = 128 * 2**20
 #: on one server, the tree packing in place of NCCL's ring from this many GPUs on (at
 #: any size; on two GPUs the ring is one transfer each way)
@@ -558,8 +562,9 @@ def fallback_trees_rule(
     :data:`TREES_MAX_GPUS` GPUs; on one server from :data:`ONE_SERVER_TREES_MIN_GPUS`
     GPUs, at any size; on two servers or more in place of NCCL's ring (no degraded
     server) at any size, in place of the direct schedule from
-    :data:`FALLBACK_TREES_MIN_BYTES`, on two servers up to
-    :data:`FALLBACK_TREES_TWO_MAX_BYTES`.
+    :data:`FALLBACK_TREES_MIN_BYTES` on three servers or more, and on two servers from
+    :data:`FALLBACK_TREES_TWO_MIN_BYTES` at the fastest server's pace
+    (:func:`pieces_bytes`) up to :data:`FALLBACK_TREES_TWO_MAX_BYTES`.
 
     On one server (``benchmarks/bench_fallback_trees.py --servers 1``, the 44 one-server
     clusters of seeds 0–399; 3 to 8 GPUs, NICs lost or slowed, which nothing here
@@ -578,12 +583,23 @@ def fallback_trees_rule(
     0.975; 256 MiB: 10 of 28). Above 40 GPUs the packing takes minutes and its lanes thin out
     under the transfer cap.
 
+    On two servers the bytes are read as a time, as the direct schedule's depth is: on
+    servers of one NIC 1 MiB takes as long as 8 MiB on 8 × 400 Gb/s. Measured with the
+    two-server clusters of the audit (seeds 0–399, 4 KiB to 32 MiB, 576 cases; the
+    trees' time over the direct schedule's), read this way the trees won 28 of 84
+    below 512 KiB, 56 of 107 from 512 KiB to 2 MiB, 83 of 110 from 2 to 8 MiB and 83
+    of 112 from 8 to 32 MiB. OptCC's choice over the faster of the two (geometric
+    mean): 1.020 from 2 MiB read as a time, 1.054 from 4 MiB read as bytes (more than
+    5 % behind in 90 and 190 cases). Held out, seeds 400–1199 (795 cases, 64 KiB to
+    16 MiB): 1.013 against 1.079 (72 and 299 cases behind); the rule changed 388
+    choices to the trees, which were faster in 313 (median 0.909, 0.477–1.294).
+
     >>> from resilientcc.topology import fail_nics, hierarchical
     >>> t = hierarchical(2, 4, nics_per_server=2)
     >>> fallback_trees_rule(t, optcc_view(t), Fraction(2**12)) is not None
     True
     >>> d = fail_nics(t, 0, [1])
-    >>> tuple(fallback_trees_rule(d, optcc_view(d), Fraction(2**k)) is None for k in (20, 24, 28))
+    >>> tuple(fallback_trees_rule(d, optcc_view(d), Fraction(2**k)) is None for k in (17, 20, 28))
     (True, False, True)
     """
     if topology.num_ranks > TREES_MAX_GPUS:
@@ -600,16 +616,20 @@ def fallback_trees_rule(
             f"no degraded server, no layered schedule, up to {TREES_MAX_GPUS} GPUs:"
             " reduce and broadcast trees packed by a linear program"
         )
-    if size < FALLBACK_TREES_MIN_BYTES:
+    if len(servers) == 2:
+        if (
+            pieces_bytes(servers, size) < FALLBACK_TREES_TWO_MIN_BYTES
+            or size > FALLBACK_TREES_TWO_MAX_BYTES
+        ):
+            return None
+        where = (
+            f"two servers, from {format_size(FALLBACK_TREES_TWO_MIN_BYTES)} at 400 GB/s"
+            f" (the time) to {format_size(FALLBACK_TREES_TWO_MAX_BYTES)}"
+        )
+    elif size < FALLBACK_TREES_MIN_BYTES:
         return None
-    if len(servers) == 2 and size > FALLBACK_TREES_TWO_MAX_BYTES:
-        return None
-    where = (
-        f"two servers, {format_size(FALLBACK_TREES_MIN_BYTES)} to"
-        f" {format_size(FALLBACK_TREES_TWO_MAX_BYTES)}"
-        if len(servers) == 2
-        else f"up to {TREES_MAX_GPUS} GPUs, from {format_size(FALLBACK_TREES_MIN_BYTES)}"
-    )
+    else:
+        where = f"up to {TREES_MAX_GPUS} GPUs, from {format_size(FALLBACK_TREES_MIN_BYTES)}"
     return f"no layered schedule, {where}: reduce and broadcast trees packed by a linear program"
 
 
