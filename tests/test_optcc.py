@@ -410,6 +410,28 @@ def test_two_servers_the_trees_from_2_mib_read_as_a_time():
         assert sim.simulate(s, topo).time_s < 0.9 * sim.simulate(alt, topo).time_s
 
 
+def test_unlike_servers_the_trees_from_32_mib_on_up_to_32_gpus():
+    """Three of six servers of two GPUs degraded in different ways (a switch fabric): from
+    32 MiB OptCC packs trees, 0.57 × the hierarchical ring's time (the rules' choice
+    without them; before, from 128 MiB only); at 16 MiB the ring stays. On 40 GPUs the
+    trees wait for 128 MiB."""
+    from resilientcc import sim
+    from resilientcc.schedules.optcc import trees_rule
+
+    topo = apply_fail_specs(hierarchical(6, 2, fabric="switch"), ["5:x1/2", "4:x7/8", "3:nic1"])
+    s = optcc(topo, Fraction(2**25))
+    ring = optcc(topo, Fraction(2**25), trees=False)
+    assert (s.meta_get("variant"), ring.meta_get("variant")) == (
+        "tree packing",
+        "hierarchical ring",
+    )
+    assert sim.simulate(s, topo).time_s < 0.7 * sim.simulate(ring, topo).time_s
+    assert optcc(topo, Fraction(2**24), check=False).meta_get("variant") == "hierarchical ring"
+    wide = apply_fail_specs(hierarchical(5, 8), ["0:nic0", "1:nic3", "2:nic5"])
+    assert trees_rule(wide, Fraction(2**26)) is None
+    assert trees_rule(wide, Fraction(2**27)) is not None
+
+
 def test_the_weighted_ring_only_where_its_latency_pays():
     """10 servers of 4 GPUs, one NIC each, one at 7/8: the weighted ring (40 GPUs, 78
     steps) from 16 MiB, the direct schedule below; at 1 MiB the direct schedule is

@@ -262,6 +262,8 @@ __all__ = [
     "TREES_MAX_GPUS",
     "TREES_MIN_BYTES",
     "TREES_MIN_DEGRADED",
+    "TREES_SMALL_MAX_GPUS",
+    "TREES_SMALL_MIN_BYTES",
     "UNLIKE_DIRECT_MIN_BYTES",
     "UNLIKE_RINGS_MAX_EXCESS",
     "UNLIKE_RINGS_MIN_HEALTHY",
@@ -297,6 +299,7 @@ __all__ = [
     "trees_rule",
     "unlike_excess",
     "unlike_rings",
+    "unlike_trees",
     "water_filling_time",
 ]
 
@@ -484,10 +487,14 @@ NVLINK_HALVING_MAX_BYTES = 8 * 2**20
 
 #: OptCC's tree packing on a cluster (:func:`trees_rule`): from this many degraded
 #: servers that differ, on up to :data:`TREES_MAX_GPUS` GPUs, from
-#: :data:`TREES_MIN_BYTES`; asked for (``trees=True``) on up to TREES_MAX_GPUS GPUs
+#: :data:`TREES_MIN_BYTES` (from :data:`TREES_SMALL_MIN_BYTES` on up to
+#: :data:`TREES_SMALL_MAX_GPUS` GPUs); asked for (``trees=True``) on up to
+#: TREES_MAX_GPUS GPUs
 TREES_MIN_DEGRADED = 3
 TREES_MAX_GPUS = 40
 TREES_MIN_BYTES = 128 * 2**20
+TREES_SMALL_MAX_GPUS = 32
+TREES_SMALL_MIN_BYTES = 32 * 2**20
 #: where OptCC's other rules leave only the direct schedule, the tree packing from this
 #: many bytes (where they leave NCCL's ring, at any size), on three servers or more and
 #: up to :data:`TREES_MAX_GPUS` GPUs (:func:`fallback_trees_rule`)
@@ -509,13 +516,34 @@ ONE_GPU_TREES_MAX_BYTES = 32 * 2**20
 ONE_GPU_TREES_MIN_SHARE = Fraction(1, 4)
 
 
+def unlike_trees(topology: Topology) -> bool:
+    """Whether :func:`trees_rule`'s condition on the cluster holds, whatever the size: at
+    least :data:`TREES_MIN_DEGRADED` degraded servers, not all alike (the same NICs alive
+    at the same bandwidths), on at most :data:`TREES_MAX_GPUS` GPUs.
+
+    >>> from resilientcc.topology import apply_fail_specs, hierarchical
+    >>> unlike_trees(apply_fail_specs(hierarchical(4, 8), ["0:nic0", "1:nic3", "2:nic5"]))
+    True
+    >>> unlike_trees(apply_fail_specs(hierarchical(4, 8), ["0:1", "1:1", "2:1"]))
+    False
+    """
+    if topology.num_ranks > TREES_MAX_GPUS:
+        return False
+    degraded = [sv for sv in server_view(topology) if not sv.healthy]
+    kinds = {
+        (sv.alive, tuple(sv.nic_bw[c] for c in sv.alive) if sv.nic_bw else ()) for sv in degraded
+    }
+    return len(degraded) >= TREES_MIN_DEGRADED and len(kinds) >= 2
+
+
 def trees_rule(topology: Topology, size: Fraction) -> str | None:
     """Why OptCC runs the tree packing on a server cluster, or ``None``: at least
-    :data:`TREES_MIN_DEGRADED` degraded servers, not all alike (the same NICs alive at
-    the same bandwidths), on at most :data:`TREES_MAX_GPUS` GPUs, from
-    :data:`TREES_MIN_BYTES`. Where :func:`ordered_rings_wins` gives the ordered rings
-    their turn they still run (4 servers, every NIC at 7/8, NIC 2 at half speed, NIC 5
-    at 3/4, 128 MiB: the rings 1.476 × the bound, the trees 1.517).
+    :data:`TREES_MIN_DEGRADED` degraded servers, not all alike (:func:`unlike_trees`),
+    on at most :data:`TREES_MAX_GPUS` GPUs, from :data:`TREES_SMALL_MIN_BYTES` on up to
+    :data:`TREES_SMALL_MAX_GPUS` GPUs and from :data:`TREES_MIN_BYTES` above. Where
+    :func:`ordered_rings_wins` gives the ordered rings their turn they still run (4
+    servers, every NIC at 7/8, NIC 2 at half speed, NIC 5 at 3/4, 128 MiB: the rings
+    1.476 × the bound, the trees 1.517).
 
     There the layered schedules run the direct schedule, or see the degraded servers
     alike at a cost, and the packing prices every link. Measured, × the bound, OptCC's
@@ -532,24 +560,39 @@ def trees_rule(topology: Topology, size: Fraction) -> str | None:
     ``0:nic0+1:nic3`` 1.239 against 1.319), as do 8 × 8 GPUs (1.421 against 1.637:
     the lanes thin out under the transfer cap) and one-GPU servers of a builder.
 
+    Below 128 MiB the trees' edge grows as the GPUs get fewer (their trees are
+    shallower, their lanes wider): on the random audit's clusters where the condition
+    holds (``benchmarks/bench_unlike_trees.py``; the trees' time over OptCC's other
+    variant, geometric mean), seeds 0–1599 and the large draw's 1000–1299, at 32 MiB the
+    trees won 17 of 18 on up to 24 GPUs (0.806), 11 of 12 on 25–32 (0.927) and 5 of 8
+    on 33–40 (1.012); at 64 MiB 18 of 20 (0.872), 8 of 12 (0.924) and 3 of 10 (0.969);
+    at 16 MiB 11 of 15 on up to 24 GPUs but none of 9 on 25–32. Held out (seeds
+    1600–3199 and the large draw's 1300–1599, every case where the condition holds): on
+    up to 32 GPUs the trees won 53 of 57 at 32 MiB and 49 of 57 at 64 MiB (worst 1.067
+    and 1.108), on 33–40 GPUs 6 of 14 and 7 of 14.
+
     >>> from resilientcc.topology import apply_fail_specs, hierarchical
     >>> t = apply_fail_specs(hierarchical(4, 8), ["0:nic0", "1:nic3", "2:nic5"])
-    >>> trees_rule(t, Fraction(2**28)) is not None, trees_rule(t, Fraction(2**26)) is None
+    >>> trees_rule(t, Fraction(2**25)) is not None, trees_rule(t, Fraction(2**24)) is None
+    (True, True)
+    >>> t5 = apply_fail_specs(hierarchical(5, 8), ["0:nic0", "1:nic3", "2:nic5"])
+    >>> trees_rule(t5, Fraction(2**27)) is not None, trees_rule(t5, Fraction(2**26)) is None
     (True, True)
     >>> trees_rule(apply_fail_specs(hierarchical(4, 8), ["0:1", "1:1", "2:1"]), Fraction(2**28))
     """
-    if size < TREES_MIN_BYTES or topology.num_ranks > TREES_MAX_GPUS:
+    small = topology.num_ranks <= TREES_SMALL_MAX_GPUS
+    least = TREES_SMALL_MIN_BYTES if small else TREES_MIN_BYTES
+    if size < least or not unlike_trees(topology):
         return None
-    degraded = [sv for sv in server_view(topology) if not sv.healthy]
-    kinds = {
-        (sv.alive, tuple(sv.nic_bw[c] for c in sv.alive) if sv.nic_bw else ()) for sv in degraded
-    }
-    if len(degraded) < TREES_MIN_DEGRADED or len(kinds) < 2:
-        return None
+    degraded = sum(not sv.healthy for sv in server_view(topology))
+    where = (
+        f"up to {TREES_SMALL_MAX_GPUS}"
+        if small
+        else f"{TREES_SMALL_MAX_GPUS + 1} to {TREES_MAX_GPUS}"
+    )
     return (
-        f"{len(degraded)} degraded servers that differ, on up to {TREES_MAX_GPUS} GPUs,"
-        f" from {format_size(TREES_MIN_BYTES)}: reduce and broadcast trees packed by a"
-        " linear program"
+        f"{degraded} degraded servers that differ, on {where} GPUs, from"
+        f" {format_size(least)}: reduce and broadcast trees packed by a linear program"
     )
 
 

@@ -16,10 +16,10 @@ MiB, minutes on 16 servers at 1 GiB.
 Examples:
     >>> from fractions import Fraction
     >>> from resilientcc.topology import apply_fail_specs, hierarchical
-    >>> t = apply_fail_specs(hierarchical(6, 2, fabric="switch"), ["5:x1/2", "4:x7/8", "3:nic1"])
+    >>> t = apply_fail_specs(hierarchical(4, 2), ["1:x3/4", "2:x3/4", "3:x3/4"])
     >>> r = tune(t, Fraction(64 * 2**20))
     >>> r.trial("rules").variant, r.label, r.schedule.meta_get("tuned")
-    ('hierarchical ring', 'tree packing', 'tree packing')
+    ('pipelined hierarchical', 'tree packing', 'tree packing')
     >>> r.time_s <= r.trial("rules").time_s
     True
 """

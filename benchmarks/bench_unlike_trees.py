@@ -1,0 +1,98 @@
+"""OptCC's tree packing against its layered rules on degraded servers that differ.
+
+Usage::
+
+    python benchmarks/bench_unlike_trees.py [--seeds 0:400] [--large] [--sizes 16MiB,32MiB,64MiB] [-v]
+
+On three degraded servers or more that are not all alike, up to ``TREES_MAX_GPUS``
+GPUs, OptCC packs trees (``optcc.trees_rule``): from ``TREES_SMALL_MIN_BYTES`` on up to
+``TREES_SMALL_MAX_GPUS`` GPUs, from ``TREES_MIN_BYTES`` above. This measures the rule
+on the random clusters of ``scripts/random_audit.py`` (``--large``: its large draw)
+where its condition holds: for every size, OptCC's variant without the trees
+(``trees=False``: the hierarchical ring, the ordered rings, ...) and the trees are
+generated and simulated side by side. It prints one line per case with ``-v``, then a
+table per size and number of GPUs: cases, how many the trees won, the geometric mean,
+the worst and the best of the trees' time over the other's, and in how many OptCC's
+rules give the trees (this rule, or where the others leave only the direct schedule,
+``fallback_trees_rule``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+
+from resilientcc.schedules.optcc import TREES_MAX_GPUS, choose_variant, optcc, unlike_trees
+from resilientcc.sim import simulate
+from resilientcc.units import format_size, parse_size
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from random_audit import draw_case, parse_seeds
+
+#: the GPU counts the table groups the clusters by (upper ends, inclusive)
+GPU_BINS = (16, 24, 32, TREES_MAX_GPUS)
+
+#: ``(bytes, GPU bin) -> [(trees / other, whether the rule gives the trees), ...]``
+Results = dict[tuple[int, int], list[tuple[float, bool]]]
+
+
+def measure(seeds: range, large: bool, sizes: Sequence[Fraction], verbose: bool = False) -> Results:
+    """:data:`Results` for the clusters of ``seeds`` where the trees rule's condition
+    (three degraded servers or more, not all alike, up to ``TREES_MAX_GPUS`` GPUs) holds."""
+    out: Results = defaultdict(list)
+    for seed in seeds:
+        case = draw_case(seed, large)
+        topo = case.topology
+        if not unlike_trees(topo):
+            continue
+        gpus = min(b for b in GPU_BINS if topo.num_ranks <= b)
+        for size in sizes:
+            other = optcc(topo, size, trees=False)
+            ratio = simulate(optcc(topo, size, trees=True), topo).time_s / (
+                simulate(other, topo).time_s
+            )
+            chosen = choose_variant(topo, size).variant == "trees"
+            out[int(size), gpus].append((ratio, chosen))
+            if verbose:
+                print(f"seed {seed}: {case.desc.rsplit(';', 1)[0]}; {format_size(size)},"
+                      f" {other.meta_get('variant')}: trees {ratio:.3f} x"
+                      f"{' (chosen)' if chosen else ''}", flush=True)  # fmt: skip
+    return out
+
+
+def table(results: Results) -> str:
+    """The markdown table of :func:`measure`'s results."""
+    lines = [
+        "| size | GPUs | cases | trees faster | geometric mean | worst | best | OptCC: trees |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (size, gpus), rows in sorted(results.items()):
+        ratios = [r for r, _ in rows]
+        low = max((b for b in GPU_BINS if b < gpus), default=0) + 1
+        lines.append(
+            f"| {format_size(size)} | {low}–{gpus} | {len(rows)} | {sum(r < 1 for r in ratios)} |"
+            f" {statistics.geometric_mean(ratios):.3f} | {max(ratios):.3f} | {min(ratios):.3f} |"
+            f" {sum(c for _, c in rows)} |"
+        )  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", default="0:400", help="A:B, the seeds A..B-1 (default 0:400)")
+    ap.add_argument("--large", action="store_true", help="the audit's large draw")
+    ap.add_argument("--sizes", default="16MiB,32MiB,64MiB", help="comma-separated sizes")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
+    args = ap.parse_args(argv)
+    sizes = [Fraction(parse_size(s)) for s in args.sizes.split(",")]
+    results = measure(parse_seeds(args.seeds), args.large, sizes, args.verbose)
+    print(table(results) if results else "no cluster where the rule's condition holds")
+
+
+if __name__ == "__main__":
+    main()
