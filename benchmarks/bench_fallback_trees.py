@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/bench_fallback_trees.py [--seeds 0:100] [--large] [--sizes 8MiB,64MiB,256MiB] [--servers N] [--by-time]
+    python benchmarks/bench_fallback_trees.py [--seeds 0:100] [--large] [--sizes 8MiB,64MiB,256MiB] [--servers N] [--by-time] [--by-gpus]
 
 Where OptCC's layered rules leave only the direct schedule or NCCL's ring (servers with
 fewer NICs than GPUs, degraded servers that differ, ...), it packs trees
@@ -17,7 +17,8 @@ won, the median, worst and best ratio, the median time to pack the trees, and ho
 OptCC's default choice was from the faster of the two (geometric mean, and the cases
 more than 5 % behind). ``--by-time`` groups the cases by the size read at 400 GB/s
 (``optcc.pieces_bytes``: the size times 400 GB/s over the fastest server's bandwidth),
-the scale the two-server rule reads.
+the scale the fallback rules read; ``--by-gpus`` splits three servers or more by their
+number of GPUs, as ``FALLBACK_TREES_MIN_BYTES`` does.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from resilientcc.schedules.optcc import (
+    FALLBACK_TREES_MIN_BYTES,
     TREES_MAX_GPUS,
     choose_variant,
     optcc,
@@ -52,6 +54,16 @@ Results = dict[tuple[int, str, str], list[tuple[float, float, float]]]
 TIME_BINS = (0, 2**19, 2**21, 2**23, 2**25, 2**27)
 
 
+def gpu_bin(gpus: int) -> str:
+    """The bin of ``FALLBACK_TREES_MIN_BYTES`` a cluster of ``gpus`` GPUs falls in."""
+    low = 1
+    for most, _ in FALLBACK_TREES_MIN_BYTES:
+        if gpus <= most:
+            return f"{low}–{most}"
+        low = most + 1
+    return f"{low}+"
+
+
 def time_bin(read: Fraction) -> int:
     """The largest of :data:`TIME_BINS` at or below ``read``."""
     return max(b for b in TIME_BINS if b <= read)
@@ -64,9 +76,12 @@ def measure(
     verbose: bool = False,
     servers: int | None = None,
     by_time: bool = False,
+    by_gpus: bool = False,
 ) -> Results:
     """:data:`Results`; only clusters of ``servers`` servers if given; with ``by_time``
-    keyed by the bin of the size read at 400 GB/s instead of the size."""
+    keyed by the bin of the size read at 400 GB/s instead of the size; with ``by_gpus``
+    clusters of three servers or more also by their number of GPUs (the bins of
+    ``FALLBACK_TREES_MIN_BYTES``)."""
     out: Results = defaultdict(list)
     for seed in seeds:
         case = draw_case(seed, large)
@@ -85,13 +100,22 @@ def measure(
             ratio = simulate(trees, topo).time_s / base
             chosen = ratio if choose_variant(topo, size).variant == "trees" else 1.0
             key = time_bin(pieces_bytes(optcc_view(topo), size)) if by_time else int(size)
-            out[key, fallback, {1: "one", 2: "two"}.get(n, "3 or more")].append(
-                (ratio, packing, chosen / min(ratio, 1.0))
-            )
+            where = {1: "one", 2: "two"}.get(n, "3 or more")
+            if by_gpus and n > 2:
+                where += f", {gpu_bin(topo.num_ranks)} GPUs"
+            out[key, fallback, where].append((ratio, packing, chosen / min(ratio, 1.0)))
             if verbose:
                 print(f"seed {seed}: {case.desc.rsplit(';', 1)[0]}; {format_size(size)}, {fallback}:"
                       f" trees {ratio:.3f} x ({packing:.1f} s to pack)", flush=True)  # fmt: skip
     return out
+
+
+def _order(item: tuple[tuple[int, str, str], object]) -> tuple[int, str, int, int]:
+    """Rows by size, fallback, then one, two, three servers or more by GPUs."""
+    size, fallback, servers = item[0]
+    rank = {"one": 0, "two": 1}.get(servers, 2)
+    low = servers.rpartition(", ")[2].split("–")[0]
+    return size, fallback, rank, int(low) if low.isdigit() else 0
 
 
 def table(results: Results, by_time: bool = False) -> str:
@@ -105,7 +129,7 @@ def table(results: Results, by_time: bool = False) -> str:
         " | packing | choice / faster | behind > 5 % |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for (size, fallback, servers), rows in sorted(results.items()):
+    for (size, fallback, servers), rows in sorted(results.items(), key=_order):
         ratios = [r for r, _, _ in rows]
         pack = statistics.median(p for _, p, _ in rows)
         lost = [c for _, _, c in rows]
@@ -134,11 +158,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="group by the size read at 400 GB/s (pieces_bytes) instead of the size",
     )
+    ap.add_argument(
+        "--by-gpus",
+        action="store_true",
+        help="split three servers or more by their number of GPUs",
+    )
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
     args = ap.parse_args(argv)
     sizes = [Fraction(parse_size(s)) for s in args.sizes.split(",")]
     results = measure(
-        parse_seeds(args.seeds), args.large, sizes, args.verbose, args.servers, args.by_time
+        parse_seeds(args.seeds),
+        args.large,
+        sizes,
+        args.verbose,
+        args.servers,
+        args.by_time,
+        args.by_gpus,
     )
     print(table(results, args.by_time) if results else "no case where OptCC falls back")
 

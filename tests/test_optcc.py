@@ -432,6 +432,24 @@ def test_unlike_servers_the_trees_from_32_mib_on_up_to_32_gpus():
     assert trees_rule(wide, Fraction(2**27)) is not None
 
 
+def test_three_servers_or_more_the_trees_from_a_time_that_grows_with_the_gpus():
+    """6 × 5 GPUs (30: the 25–40 bin, trees from 32 MiB read at 400 GB/s), two NICs each
+    (100 GB/s: a MiB reads as four), one NIC at 1/8: at 4 MiB the direct schedule (the
+    trees 1.05 × its time; before, the trees from 4 MiB of bytes), at 8 MiB the trees
+    (0.83 ×)."""
+    from resilientcc import sim
+
+    topo = apply_fail_specs(hierarchical(6, 5, nics_per_server=2), ["1:nic1x1/8"])
+    for size, chosen in ((Fraction(2**22), "direct"), (Fraction(2**23), "tree packing")):
+        s = optcc(topo, size)
+        other = optcc(topo, size, trees=chosen == "direct")
+        assert (s.meta_get("variant"), other.meta_get("variant")) == (
+            chosen,
+            "tree packing" if chosen == "direct" else "direct",
+        )
+        assert sim.simulate(s, topo).time_s < sim.simulate(other, topo).time_s
+
+
 def test_the_weighted_ring_only_where_its_latency_pays():
     """10 servers of 4 GPUs, one NIC each, one at 7/8: the weighted ring (40 GPUs, 78
     steps) from 16 MiB, the direct schedule below; at 1 MiB the direct schedule is
@@ -540,8 +558,11 @@ VARIANT_TABLE = [
     (5, 8, "0:1", SMALL, "hierarchical ring"),
     (4, 8, "0:4+1:4", SMALL, "hierarchical ring"),
     (8, 8, "0:1+1:2+2:x1/2", SMALL, "hierarchical ring"),
-    (4, 4, "0:2", SMALL, "tree packing"),  # one NIC per GPU needed: as at 32 MiB
-    (4, 4, "0:2", Fraction(2**21), "direct"),  # and below 4 MiB, the direct schedule
+    # one NIC per GPU needed, as at 32 MiB; on 32 GPUs the trees from 32 MiB read at
+    # 400 GB/s (16 MiB on 4 NICs of 50 GB/s), the direct schedule below
+    (4, 4, "0:2", SMALL, "direct"),
+    (4, 4, "0:2", Fraction(2**24), "tree packing"),
+    (4, 4, "0:2", Fraction(2**21), "direct"),
     # two servers: from 2 MiB at 400 GB/s, i.e. 256 KiB on one NIC of 50 GB/s
     (2, 1, "0:x1/2", Fraction(2**20), "tree packing"),
     (2, 4, "0:nic0,nic2", Fraction(2**18), "direct"),

@@ -394,6 +394,28 @@ def test_fallback_benchmark_by_time(monkeypatch, capsys) -> None:  # type: ignor
     assert "more than 5 % behind in 1 of 5" in out
 
 
+def test_fallback_benchmark_by_gpus(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``--by-gpus`` splits three servers or more by their number of GPUs, in order: at 4
+    MiB, seeds 3 (3 × 5 GPUs) and 8 (3 × 3) fall in 9–16, seed 5 (3 × 6) in 17–24, seed 7
+    (4 × 2, no failure) in 1–8; the trees were measured 0.70, 0.84, 0.58 and 0.72 × the
+    fallback's time, and OptCC packs them on all four."""
+    script = ROOT / "benchmarks" / "bench_fallback_trees.py"
+    argv = [str(script), "--seeds", "3:9", "--sizes", "4MiB", "--by-time", "--by-gpus"]
+    monkeypatch.setattr("sys.argv", argv)
+    runpy.run_path(str(script), run_name="__main__")
+    out = capsys.readouterr().out
+    rows = [
+        [c.strip() for c in r.strip("|").split("|")] for r in out.splitlines() if "3 or more" in r
+    ]
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        ("8 MiB", "direct", "3 or more, 9–16 GPUs", "1"),
+        ("8 MiB", "direct", "3 or more, 17–24 GPUs", "1"),
+        ("32 MiB", "direct", "3 or more, 9–16 GPUs", "1"),
+        ("32 MiB", "ring", "3 or more, 1–8 GPUs", "1"),
+    ]
+    assert all(r[4] == "1" and r[9] == "1.000" for r in rows)
+
+
 def test_unlike_trees_benchmark(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     """``benchmarks/bench_unlike_trees.py`` on seeds 170–179: only seed 175 (6 × 2 GPUs,
     three servers degraded in different ways) has the rule's condition; the trees were

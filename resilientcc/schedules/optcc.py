@@ -495,10 +495,17 @@ TREES_MAX_GPUS = 40
 TREES_MIN_BYTES = 128 * 2**20
 TREES_SMALL_MAX_GPUS = 32
 TREES_SMALL_MIN_BYTES = 32 * 2**20
-#: where OptCC's other rules leave only the direct schedule, the tree packing from this
-#: many bytes (where they leave NCCL's ring, at any size), on three servers or more and
-#: up to :data:`TREES_MAX_GPUS` GPUs (:func:`fallback_trees_rule`)
-FALLBACK_TREES_MIN_BYTES = 4 * 2**20
+#: where OptCC's other rules leave only the direct schedule, on three servers or more,
+#: the tree packing from this many bytes read at the fastest server's pace
+#: (:func:`pieces_bytes`), by the number of GPUs: ``(at most this many GPUs, from this
+#: many bytes)``, up to :data:`TREES_MAX_GPUS` GPUs (where they leave NCCL's ring, at
+#: any size; :func:`fallback_trees_rule`)
+FALLBACK_TREES_MIN_BYTES: tuple[tuple[int, int], ...] = (
+    (8, 2**20),
+    (16, 2 * 2**20),
+    (24, 8 * 2**20),
+    (TREES_MAX_GPUS, 32 * 2**20),
+)
 #: on two servers (one of them degraded), from this many bytes read at the fastest
 #: server's pace (:func:`pieces_bytes`: the size times 400 GB/s over its bandwidth,
 #: where that is slower) up to :data:`FALLBACK_TREES_TWO_MAX_BYTES`
@@ -605,7 +612,8 @@ def fallback_trees_rule(
     :data:`TREES_MAX_GPUS` GPUs; on one server from :data:`ONE_SERVER_TREES_MIN_GPUS`
     GPUs, at any size; on two servers or more in place of NCCL's ring (no degraded
     server) at any size, in place of the direct schedule from
-    :data:`FALLBACK_TREES_MIN_BYTES` on three servers or more, and on two servers from
+    :data:`FALLBACK_TREES_MIN_BYTES` at the fastest server's pace, by the number of
+    GPUs, on three servers or more, and on two servers from
     :data:`FALLBACK_TREES_TWO_MIN_BYTES` at the fastest server's pace
     (:func:`pieces_bytes`) up to :data:`FALLBACK_TREES_TWO_MAX_BYTES`.
 
@@ -625,6 +633,22 @@ def fallback_trees_rule(
     servers with a degraded one they lost ground with size (128 MiB: 22 of 31, median
     0.975; 256 MiB: 10 of 28). Above 40 GPUs the packing takes minutes and its lanes thin out
     under the transfer cap.
+
+    On three servers or more the trees' edge over the direct schedule shrinks as the
+    GPUs grow in number (deeper trees, thinner lanes), and the bytes are read as a time
+    (:func:`pieces_bytes`). On the audit's clusters where the rules leave the direct
+    schedule (seeds 0–799, 1 to 16 MiB on up to 24 GPUs and 4, 32 and 64 MiB above; the
+    trees' time over the direct schedule's), read at 400 GB/s the trees won 116 of 116
+    from 1 MiB on up to 8 GPUs, 7 of 11 from 2 to 4 MiB and 312 of 373 above on 9–16,
+    38 of 64 from 8 to 16 MiB and 147 of 180 above on 17–24 (but 15 of 58 below 8 MiB),
+    and 66 of 83 from 32 MiB on 25–40 (6 of 24 below): the thresholds of
+    :data:`FALLBACK_TREES_MIN_BYTES`. OptCC's choice over the faster of the two
+    (geometric mean) went from 1.066 with 4 MiB of bytes to 1.021 (more than 5 % behind
+    in 114 of 911 cases instead of 265). Held out, seeds 800–1599 (1037 cases, 4 and 16
+    MiB added above 24 GPUs): 1.052 → 1.024 (260 → 160 behind); the rule moved 296
+    choices to the trees, faster in 192 (median 0.917, worst 1.588, on 17–24 GPUs where
+    8 to 16 MiB read so is a coin flip: 38 of 81), and 27 to the direct schedule,
+    faster in 19.
 
     On two servers the bytes are read as a time, as the direct schedule's depth is: on
     servers of one NIC 1 MiB takes as long as 8 MiB on 8 × 400 Gb/s. Measured with the
@@ -669,10 +693,11 @@ def fallback_trees_rule(
             f"two servers, from {format_size(FALLBACK_TREES_TWO_MIN_BYTES)} at 400 GB/s"
             f" (the time) to {format_size(FALLBACK_TREES_TWO_MAX_BYTES)}"
         )
-    elif size < FALLBACK_TREES_MIN_BYTES:
-        return None
     else:
-        where = f"up to {TREES_MAX_GPUS} GPUs, from {format_size(FALLBACK_TREES_MIN_BYTES)}"
+        gpus, least = next((g, b) for g, b in FALLBACK_TREES_MIN_BYTES if topology.num_ranks <= g)
+        if pieces_bytes(servers, size) < least:
+            return None
+        where = f"up to {gpus} GPUs, from {format_size(least)} at 400 GB/s (the time)"
     return f"no layered schedule, {where}: reduce and broadcast trees packed by a linear program"
 
 
