@@ -47,21 +47,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from random_audit import draw_case, parse_seeds
 
 #: ``(size or its bin, fallback, servers) -> [(trees / fallback, packing seconds,
-#: OptCC's default choice over the faster of the two), ...]``
-Results = dict[tuple[int, str, str], list[tuple[float, float, float]]]
+#: OptCC's default choice over the faster of the two), ...]``; ``servers`` is ``(rank,
+#: fewest GPUs of its bin, label)``, so that the rows sort one, two, then three servers
+#: or more by GPUs
+Results = dict[tuple[int, str, tuple[int, int, str]], list[tuple[float, float, float]]]
 
 #: with ``--by-time``, the bins (bytes read at 400 GB/s, :func:`pieces_bytes`) cases fall in
 TIME_BINS = (0, 2**19, 2**21, 2**23, 2**25, 2**27)
 
 
-def gpu_bin(gpus: int) -> str:
-    """The bin of ``FALLBACK_TREES_MIN_BYTES`` a cluster of ``gpus`` GPUs falls in."""
+def gpu_bin(gpus: int) -> tuple[int, str]:
+    """The bin of ``FALLBACK_TREES_MIN_BYTES`` a cluster of ``gpus`` GPUs falls in: its
+    fewest GPUs, and its label."""
     low = 1
     for most, _ in FALLBACK_TREES_MIN_BYTES:
         if gpus <= most:
-            return f"{low}–{most}"
+            return low, f"{low}–{most}"
         low = most + 1
-    return f"{low}+"
+    return low, f"{low}+"
 
 
 def time_bin(read: Fraction) -> int:
@@ -89,6 +92,11 @@ def measure(
         n = len(topo.servers)
         if topo.num_ranks > TREES_MAX_GPUS or topo.num_ranks < 2 or servers not in (None, n):
             continue
+        view = optcc_view(topo) if by_time else None
+        where = (min(n, 3) - 1, 0, {1: "one", 2: "two"}.get(n, "3 or more"))
+        if by_gpus and n > 2:
+            low, label = gpu_bin(topo.num_ranks)
+            where = (2, low, f"3 or more, {label} GPUs")
         for size in sizes:
             fallback = choose_variant(topo, size, trees=False).variant
             if fallback not in ("direct", "ring"):
@@ -99,23 +107,12 @@ def measure(
             packing = time.perf_counter() - t0
             ratio = simulate(trees, topo).time_s / base
             chosen = ratio if choose_variant(topo, size).variant == "trees" else 1.0
-            key = time_bin(pieces_bytes(optcc_view(topo), size)) if by_time else int(size)
-            where = {1: "one", 2: "two"}.get(n, "3 or more")
-            if by_gpus and n > 2:
-                where += f", {gpu_bin(topo.num_ranks)} GPUs"
+            key = time_bin(pieces_bytes(view, size)) if view is not None else int(size)
             out[key, fallback, where].append((ratio, packing, chosen / min(ratio, 1.0)))
             if verbose:
                 print(f"seed {seed}: {case.desc.rsplit(';', 1)[0]}; {format_size(size)}, {fallback}:"
                       f" trees {ratio:.3f} x ({packing:.1f} s to pack)", flush=True)  # fmt: skip
     return out
-
-
-def _order(item: tuple[tuple[int, str, str], object]) -> tuple[int, str, int, int]:
-    """Rows by size, fallback, then one, two, three servers or more by GPUs."""
-    size, fallback, servers = item[0]
-    rank = {"one": 0, "two": 1}.get(servers, 2)
-    low = servers.rpartition(", ")[2].split("–")[0]
-    return size, fallback, rank, int(low) if low.isdigit() else 0
 
 
 def table(results: Results, by_time: bool = False) -> str:
@@ -129,7 +126,7 @@ def table(results: Results, by_time: bool = False) -> str:
         " | packing | choice / faster | behind > 5 % |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for (size, fallback, servers), rows in sorted(results.items(), key=_order):
+    for (size, fallback, (_, _, servers)), rows in sorted(results.items()):
         ratios = [r for r, _, _ in rows]
         pack = statistics.median(p for _, p, _ in rows)
         lost = [c for _, _, c in rows]

@@ -534,13 +534,18 @@ def unlike_trees(topology: Topology) -> bool:
     >>> unlike_trees(apply_fail_specs(hierarchical(4, 8), ["0:1", "1:1", "2:1"]))
     False
     """
+    return _unlike_degraded(topology) > 0
+
+
+def _unlike_degraded(topology: Topology) -> int:
+    """The number of degraded servers where :func:`unlike_trees` holds, else 0."""
     if topology.num_ranks > TREES_MAX_GPUS:
-        return False
+        return 0
     degraded = [sv for sv in server_view(topology) if not sv.healthy]
     kinds = {
         (sv.alive, tuple(sv.nic_bw[c] for c in sv.alive) if sv.nic_bw else ()) for sv in degraded
     }
-    return len(degraded) >= TREES_MIN_DEGRADED and len(kinds) >= 2
+    return len(degraded) if len(degraded) >= TREES_MIN_DEGRADED and len(kinds) >= 2 else 0
 
 
 def trees_rule(topology: Topology, size: Fraction) -> str | None:
@@ -589,9 +594,9 @@ def trees_rule(topology: Topology, size: Fraction) -> str | None:
     """
     small = topology.num_ranks <= TREES_SMALL_MAX_GPUS
     least = TREES_SMALL_MIN_BYTES if small else TREES_MIN_BYTES
-    if size < least or not unlike_trees(topology):
+    degraded = _unlike_degraded(topology) if size >= least else 0
+    if not degraded:
         return None
-    degraded = sum(not sv.healthy for sv in server_view(topology))
     where = (
         f"up to {TREES_SMALL_MAX_GPUS}"
         if small
