@@ -23,7 +23,6 @@ number of GPUs, as ``FALLBACK_TREES_MIN_BYTES`` does.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -41,10 +40,10 @@ from resilientcc.schedules.optcc import (
     pieces_bytes,
 )
 from resilientcc.sim import simulate
-from resilientcc.units import format_size, parse_size
+from resilientcc.units import format_size
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from random_audit import draw_case, parse_seeds
+from random_audit import case_options, draw_case, parse_seeds, parse_sizes
 
 #: ``(size or its bin, fallback, servers) -> [(trees / fallback, packing seconds,
 #: OptCC's default choice over the faster of the two), ...]``; ``servers`` is ``(rank,
@@ -145,10 +144,7 @@ def table(results: Results, by_time: bool = False) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", default="0:100", help="A:B, the seeds A..B-1 (default 0:100)")
-    ap.add_argument("--large", action="store_true", help="the audit's large draw")
-    ap.add_argument("--sizes", default="8MiB,64MiB,256MiB", help="comma-separated sizes")
+    ap = case_options(__doc__.split("\n\n")[0], "0:100", "8MiB,64MiB,256MiB")
     ap.add_argument("--servers", type=int, help="only clusters of this many servers")
     ap.add_argument(
         "--by-time",
@@ -160,13 +156,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="split three servers or more by their number of GPUs",
     )
-    ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
     args = ap.parse_args(argv)
-    sizes = [Fraction(parse_size(s)) for s in args.sizes.split(",")]
     results = measure(
         parse_seeds(args.seeds),
         args.large,
-        sizes,
+        parse_sizes(args.sizes),
         args.verbose,
         args.servers,
         args.by_time,

@@ -19,7 +19,6 @@ rules give the trees (this rule, or where the others leave only the direct sched
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from collections import defaultdict
@@ -29,10 +28,10 @@ from pathlib import Path
 
 from resilientcc.schedules.optcc import TREES_MAX_GPUS, choose_variant, optcc, unlike_trees
 from resilientcc.sim import simulate
-from resilientcc.units import format_size, parse_size
+from resilientcc.units import format_size
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from random_audit import draw_case, parse_seeds
+from random_audit import case_options, draw_case, parse_seeds, parse_sizes
 
 #: the GPU counts the table groups the clusters by (upper ends, inclusive)
 GPU_BINS = (16, 24, 32, TREES_MAX_GPUS)
@@ -83,14 +82,9 @@ def table(results: Results) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", default="0:400", help="A:B, the seeds A..B-1 (default 0:400)")
-    ap.add_argument("--large", action="store_true", help="the audit's large draw")
-    ap.add_argument("--sizes", default="16MiB,32MiB,64MiB", help="comma-separated sizes")
-    ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
+    ap = case_options(__doc__.split("\n\n")[0], "0:400", "16MiB,32MiB,64MiB")
     args = ap.parse_args(argv)
-    sizes = [Fraction(parse_size(s)) for s in args.sizes.split(",")]
-    results = measure(parse_seeds(args.seeds), args.large, sizes, args.verbose)
+    results = measure(parse_seeds(args.seeds), args.large, parse_sizes(args.sizes), args.verbose)
     print(table(results) if results else "no cluster where the rule's condition holds")
 
 

@@ -286,6 +286,25 @@ def parse_seeds(text: str) -> range:
     return seeds
 
 
+def case_options(description: str, seeds: str, sizes: str) -> argparse.ArgumentParser:
+    """A parser with the options the benchmarks over this audit's clusters share:
+    ``--seeds`` (default ``seeds``), ``--large``, ``--sizes`` (default ``sizes``, read
+    by :func:`parse_sizes`) and ``-v``."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--seeds", default=seeds, help=f"A:B, the seeds A..B-1 (default {seeds})")
+    ap.add_argument("--large", action="store_true", help="the audit's large draw")
+    ap.add_argument("--sizes", default=sizes, help="comma-separated sizes")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
+    return ap
+
+
+def parse_sizes(text: str) -> list[Fraction]:
+    """Comma-separated sizes (``16MiB,64MiB``) as bytes."""
+    from resilientcc.units import parse_size
+
+    return [Fraction(parse_size(s)) for s in text.split(",")]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0:100", help="A:B, the seeds A..B-1 (default 0:100)")

@@ -14,7 +14,13 @@ from resilientcc.schedules.direct import default_pieces, piece_weights, rail_wei
 from resilientcc.schedules.optcc import PIPELINE_MAX_SERVERS, balanced_shares, optcc
 from resilientcc.schedules.r2cc import r2cc_allreduce, r2cc_model
 from resilientcc.schedules.ring import ring
-from resilientcc.topology import apply_fail_specs, fail_nics, hierarchical, uniform_switch
+from resilientcc.topology import (
+    apply_fail_specs,
+    fail_nics,
+    hierarchical,
+    scale_server_nics,
+    uniform_switch,
+)
 
 M = Fraction(2**30)
 
@@ -408,6 +414,71 @@ def test_two_servers_the_trees_from_2_mib_read_as_a_time():
         alt = optcc(topo, size, **other)  # type: ignore[arg-type]
         assert alt.meta_get("variant") != chosen
         assert sim.simulate(s, topo).time_s < 0.9 * sim.simulate(alt, topo).time_s
+
+
+@pytest.mark.parametrize(
+    ("beta", "size", "chosen", "gain", "below"),
+    [
+        (Fraction(1, 8), Fraction(2**18), "ring (two GPUs)", 0.92, Fraction(2**16)),
+        (Fraction(1, 2), Fraction(2**24), "ring (two GPUs)", 0.9, Fraction(2**18)),
+        (Fraction(3, 4), Fraction(2**22), "direct", 0.9, Fraction(2**20)),
+        (Fraction(7, 8), Fraction(2**24), "direct", 0.95, Fraction(2**20)),
+    ],
+)
+def test_two_gpus_a_ring_or_the_direct_schedule_in_place_of_the_pipeline(
+    beta: Fraction, size: Fraction, chosen: str, gain: float, below: Fraction
+) -> None:
+    """Two servers of one GPU, server 0 at ``beta``: every schedule moves the buffer each
+    way over its link, so only the fill differs. OptCC runs NCCL's ring from 8 MiB read
+    at the slower GPU's pace where it has at most half the other's bandwidth, the direct
+    schedule from 32 MiB where it has more, each faster than the pipelined schedule (the
+    rules' choice before; 1.22 × the bound at 16 MiB whatever ``beta``) and within 2.5 %
+    of the faster of the ring and the direct schedule (at 1/2 and 16 MiB the direct
+    schedule is 2 % faster than the ring)."""
+    from resilientcc import sim
+    from resilientcc.schedules.generators import generate
+
+    topo = scale_server_nics(hierarchical(2, 1), 0, beta)
+    s = optcc(topo, size)
+    assert s.meta_get("variant") == chosen
+    t = sim.simulate(s, topo).time_s
+    assert t < gain * sim.simulate(optcc(topo, size, pipeline=True), topo).time_s
+    best = min(
+        sim.simulate(generate("ring", topo, size), topo).time_s,
+        sim.simulate(optcc(topo, size, direct=True), topo).time_s,
+    )
+    assert t <= 1.025 * best
+    # below the thresholds the pipelined schedule stays (faster there from beta = 1/2)
+    assert optcc(topo, below, check=False).meta_get("variant") == "pipelined hierarchical"
+
+
+def test_uneven_nics_the_trees_where_the_layered_view_drops_bandwidth() -> None:
+    """Three servers of two GPUs, NIC 1 of server 1 at half speed: the layered schedules
+    see its NICs alike and leave NIC 1 out, a third of its bandwidth (the hierarchical
+    ring 1.475 × the bound at 64 MiB); OptCC packs trees from 16 MiB to 128 MiB,
+    0.72 × the ring's time. Two servers of two GPUs on a switch, one NIC at 3/4 (a
+    seventh dropped): trees from 8 MiB. Eight NICs with one at half speed drop 1/15:
+    three servers stay with the layered rules."""
+    from resilientcc import sim
+    from resilientcc.schedules.optcc import uneven_loss, uneven_trees_rule
+
+    topo = scale_server_nics(hierarchical(3, 2), 1, Fraction(1, 2), nics=[1])
+    assert uneven_loss(topo) == Fraction(1, 3)
+    s, other = optcc(topo, Fraction(2**26)), optcc(topo, Fraction(2**26), trees=False)
+    assert (s.meta_get("variant"), other.meta_get("variant")) == (
+        "tree packing",
+        "hierarchical ring",
+    )
+    assert sim.simulate(s, topo).time_s < 0.8 * sim.simulate(other, topo).time_s
+    assert optcc(topo, Fraction(2**23), check=False).meta_get("variant") != "tree packing"
+    assert uneven_trees_rule(topo, Fraction(2**28)) is None
+    two = scale_server_nics(hierarchical(2, 2, fabric="switch"), 0, Fraction(3, 4), nics=[1])
+    assert uneven_loss(two) == Fraction(1, 7)
+    assert uneven_trees_rule(two, Fraction(2**23)) is not None
+    assert uneven_trees_rule(two, Fraction(2**22)) is None
+    eight = scale_server_nics(hierarchical(3, 8), 1, Fraction(1, 2), nics=[1])
+    assert uneven_loss(eight) == Fraction(1, 15)
+    assert uneven_trees_rule(eight, Fraction(2**26)) is None
 
 
 def test_unlike_servers_the_trees_from_32_mib_on_up_to_32_gpus():

@@ -28,7 +28,7 @@ META = {
     "hier_ring": {"hierarchical ring"},
     "pipeline": {"pipelined hierarchical"},
     "weighted_ring": {"weighted ring"},
-    "ring": {"ring (no degraded server)"},
+    "ring": {"ring (no degraded server)", "ring (two GPUs)"},
     "direct": {"direct", "rings + decoupled direct"},
     "trees": {"tree packing"},
 }

@@ -297,6 +297,9 @@ __all__ = [
     "small_only",
     "split_fraction",
     "trees_rule",
+    "two_gpus_rule",
+    "uneven_loss",
+    "uneven_trees_rule",
     "unlike_excess",
     "unlike_rings",
     "unlike_trees",
@@ -522,6 +525,25 @@ ONE_GPU_TREES_MIN_BYTES = 2**20
 ONE_GPU_TREES_MAX_BYTES = 32 * 2**20
 ONE_GPU_TREES_MIN_SHARE = Fraction(1, 4)
 
+#: on two servers of one GPU each, one slower than the other (:func:`two_gpus_rule`),
+#: with the size read at the slower GPU's pace (the size times 400 GB/s over its
+#: bandwidth): NCCL's ring from :data:`TWO_GPUS_RING_MIN_BYTES` where the slower has at
+#: most :data:`TWO_GPUS_RING_MAX_SHARE` of the faster one's bandwidth, the direct
+#: schedule from :data:`TWO_GPUS_DIRECT_MIN_BYTES` where it has more
+TWO_GPUS_RING_MAX_SHARE = Fraction(1, 2)
+TWO_GPUS_RING_MIN_BYTES = 8 * 2**20
+TWO_GPUS_DIRECT_MIN_BYTES = 32 * 2**20
+#: where a server's alive NICs differ in speed and the layered schedules' view drops
+#: bandwidth (:func:`uneven_loss`, :func:`uneven_trees_rule`), the tree packing on up
+#: to :data:`TREES_MAX_GPUS` GPUs: on two servers from :data:`UNEVEN_TREES_TWO_MIN_BYTES`,
+#: on three or more from :data:`UNEVEN_TREES_MIN_BYTES` where some server loses at
+#: least :data:`UNEVEN_TREES_MIN_LOSS` of its bandwidth so, up to
+#: :data:`UNEVEN_TREES_MAX_BYTES`
+UNEVEN_TREES_TWO_MIN_BYTES = 8 * 2**20
+UNEVEN_TREES_MIN_BYTES = 16 * 2**20
+UNEVEN_TREES_MIN_LOSS = Fraction(1, 5)
+UNEVEN_TREES_MAX_BYTES = 128 * 2**20
+
 
 def unlike_trees(topology: Topology) -> bool:
     """Whether :func:`trees_rule`'s condition on the cluster holds, whatever the size: at
@@ -546,6 +568,24 @@ def _unlike_degraded(topology: Topology) -> int:
         (sv.alive, tuple(sv.nic_bw[c] for c in sv.alive) if sv.nic_bw else ()) for sv in degraded
     }
     return len(degraded) if len(degraded) >= TREES_MIN_DEGRADED and len(kinds) >= 2 else 0
+
+
+def uneven_loss(topology: Topology) -> Fraction:
+    """The largest share of a server's network bandwidth that OptCC's layered schedules
+    leave unused where its alive NICs differ in speed (0 where none do): they see a
+    server's NICs alike, so :func:`~resilientcc.schedules._build.usable_view` keeps the
+    fastest NICs that together carry the most and drops the rest.
+
+    >>> from resilientcc.topology import hierarchical, scale_server_nics
+    >>> t = scale_server_nics(hierarchical(3, 2), 1, Fraction(1, 2), nics=[1])
+    >>> uneven_loss(t), uneven_loss(hierarchical(3, 2))
+    (Fraction(1, 3), Fraction(0, 1))
+    """
+    raw = server_view(topology)
+    return max(
+        (1 - u.egress / s.egress for s, u in zip(raw, usable_view(raw), strict=True) if s.egress),
+        default=Fraction(0),
+    )
 
 
 def trees_rule(topology: Topology, size: Fraction) -> str | None:
@@ -605,6 +645,56 @@ def trees_rule(topology: Topology, size: Fraction) -> str | None:
     return (
         f"{degraded} degraded servers that differ, on {where} GPUs, from"
         f" {format_size(least)}: reduce and broadcast trees packed by a linear program"
+    )
+
+
+def uneven_trees_rule(topology: Topology, size: Fraction) -> str | None:
+    """Why OptCC runs the tree packing where a server's alive NICs differ in speed, or
+    ``None``: up to :data:`TREES_MAX_GPUS` GPUs and :data:`UNEVEN_TREES_MAX_BYTES`, on two
+    servers from :data:`UNEVEN_TREES_TWO_MIN_BYTES` where the layered schedules' view
+    drops any bandwidth (:func:`uneven_loss`), on three servers or more from
+    :data:`UNEVEN_TREES_MIN_BYTES` where it drops at least :data:`UNEVEN_TREES_MIN_LOSS`
+    of some server's.
+
+    The layered schedules see a server's NICs alike and leave the slower ones out (one
+    NIC at half speed of two: a third of the server's bandwidth unused); the tree
+    packing prices every link as it is. On the random audit's clusters where the view
+    drops bandwidth (``benchmarks/bench_uneven_trees.py``, seeds 0–799; the trees' time
+    over the rules' other variant): on two servers the trees won 11 of 21 at 4 MiB, 19
+    of 21 at 8 MiB, 21 of 21 at 16 and 64 MiB and 20 of 21 at 128 MiB; on three servers
+    or more where a fifth or more is dropped, 6 / 8 / 11 / 15 / 13 of 15 at 4 / 8 / 16 /
+    64 / 128 MiB (geometric mean 0.86 at 16 MiB, 0.82 at 64 MiB), but below a fifth
+    only 18 of 46 at 16 MiB and 25 of 46 at 64 MiB. OptCC's choice over the faster of
+    the two (geometric mean) went from 1.041 to 1.021 on the fit (410 cases from 4 to 128
+    MiB), and held out (seeds 800–1599, 316 cases from 8 to 128 MiB) from 1.029 to 1.021:
+    34 choices moved to the trees, faster in 26 (median 0.950, worst 1.104). The tables
+    are in ``docs/experiments.md``.
+
+    >>> from resilientcc.topology import hierarchical, scale_server_nics
+    >>> t = scale_server_nics(hierarchical(3, 2), 1, Fraction(1, 2), nics=[1])
+    >>> tuple(uneven_trees_rule(t, Fraction(2**k)) is None for k in (23, 24, 27, 28))
+    (True, False, False, True)
+    >>> eight = scale_server_nics(hierarchical(3, 8), 1, Fraction(1, 2), nics=[1])
+    >>> uneven_trees_rule(eight, Fraction(2**26)) is None  # drops 1/15
+    True
+    """
+    if topology.num_ranks > TREES_MAX_GPUS or size > UNEVEN_TREES_MAX_BYTES:
+        return None
+    two = len(topology.servers) == 2
+    if size < (UNEVEN_TREES_TWO_MIN_BYTES if two else UNEVEN_TREES_MIN_BYTES):
+        return None
+    loss = uneven_loss(topology)
+    if not loss or (not two and loss < UNEVEN_TREES_MIN_LOSS):
+        return None
+    where = (
+        f"two servers, from {format_size(UNEVEN_TREES_TWO_MIN_BYTES)}"
+        if two
+        else f"{loss} of a server's bandwidth, from {format_size(UNEVEN_TREES_MIN_BYTES)}"
+    )
+    return (
+        f"alive NICs that differ in speed, left out by the layered schedules ({where} to"
+        f" {format_size(UNEVEN_TREES_MAX_BYTES)}): reduce and broadcast trees packed by a"
+        " linear program"
     )
 
 
@@ -746,6 +836,71 @@ def one_gpu_trees_rule(
         f"servers of one GPU, {format_size(ONE_GPU_TREES_MIN_BYTES)} to"
         f" {format_size(ONE_GPU_TREES_MAX_BYTES)}: reduce and broadcast trees packed by a"
         " linear program"
+    )
+
+
+def two_gpus_rule(servers: Sequence[ServerInfo], size: Fraction) -> VariantChoice | None:
+    """OptCC's variant on two servers of one GPU each where one is slower than the other,
+    or ``None`` (the pipelined schedule, the layered rules' choice there). The size is
+    read at the slower GPU's pace (``size · 400 GB/s`` over its bandwidth: the time its
+    link needs, in bytes at 400 GB/s). NCCL's ring from :data:`TWO_GPUS_RING_MIN_BYTES`
+    so read where the slower server has at most :data:`TWO_GPUS_RING_MAX_SHARE` of the
+    faster one's bandwidth; the direct schedule from :data:`TWO_GPUS_DIRECT_MIN_BYTES`
+    where it has more.
+
+    Between two GPUs every schedule moves the whole buffer each way over the slower
+    GPU's link, whatever the shares (what one GPU does not send raw it sends summed), so
+    only the pipeline's fill and the latency differ. NCCL's ring has no fill: its two
+    steps keep both directions busy from the start. The pipelined schedule sends the
+    results after the partials they wait for (at 16 MiB it stayed at 1.22 × the bound
+    whatever the straggler's speed). Measured on ``hierarchical(2, 1)`` with server 0 at
+    β of its bandwidth (× the bound; pipelined / direct / ring):
+
+    ====  =====================  =====================  =====================
+    β     1 MiB                  4 MiB                  16 MiB
+    ====  =====================  =====================  =====================
+    1/8   1.439 / 1.995 / 1.217  1.276 / 1.388 / 1.054  1.236 / 1.217 / 1.014
+    3/8   1.833 / 2.105 / 1.651  1.345 / 1.254 / 1.163  1.222 / 1.056 / 1.041
+    1/2   1.951 / 2.201 / 1.868  1.384 / 1.217 / 1.217  1.221 / 1.033 / 1.054
+    3/4   2.016 / 2.445 / 2.302  1.379 / 1.200 / 1.325  1.224 / 1.050 / 1.081
+    7/8   2.185 / 2.585 / 2.519  1.317 / 1.234 / 1.380  1.142 / 1.058 / 1.095
+    ====  =====================  =====================  =====================
+
+    At 256 KiB the ring wins from β = 1/4 down (read at the slower GPU's pace, 8 MiB
+    and more), the pipelined schedule above (β = 5/16: 3.122 against 3.170); at 1 GiB
+    all three are within 1.5 % of the bound (the ring 1.000–1.001).
+
+    >>> from resilientcc.topology import hierarchical, scale_server_nics
+    >>> t = scale_server_nics(hierarchical(2, 1), 0, Fraction(1, 8))
+    >>> tuple(getattr(two_gpus_rule(optcc_view(t), Fraction(2**k)), "variant", None) for k in (16, 18))
+    (None, 'ring')
+    >>> t = scale_server_nics(hierarchical(2, 1), 0, Fraction(3, 4))
+    >>> tuple(getattr(two_gpus_rule(optcc_view(t), Fraction(2**k)), "variant", None) for k in (20, 22))
+    (None, 'direct')
+    """
+    if len(servers) != 2 or any(len(sv.ranks) != 1 for sv in servers):
+        return None
+    if all(sv.healthy for sv in servers):
+        return None
+    slow, fast = sorted(sv.bandwidth for sv in servers)
+    if slow <= 0:
+        return None
+    read = size * max(Fraction(1), PIECES_REFERENCE_BW / slow)
+    if slow <= TWO_GPUS_RING_MAX_SHARE * fast:
+        if read < TWO_GPUS_RING_MIN_BYTES:
+            return None
+        return VariantChoice(
+            "ring",
+            f"two GPUs, one at most {TWO_GPUS_RING_MAX_SHARE} of the other's bandwidth, from"
+            f" {format_size(TWO_GPUS_RING_MIN_BYTES)} at 400 GB/s on the slower (the time):"
+            " NCCL's ring, two steps with no pipeline to fill",
+        )
+    if read < TWO_GPUS_DIRECT_MIN_BYTES:
+        return None
+    return VariantChoice(
+        "direct",
+        f"two GPUs, one slower than the other, from {format_size(TWO_GPUS_DIRECT_MIN_BYTES)}"
+        " at 400 GB/s on the slower (the time): the direct schedule",
     )
 
 
@@ -2163,6 +2318,12 @@ def _default_choice(
     one_gpu = one_gpu_trees_rule(topology, servers, size) if trees_free else None
     if one_gpu is not None:
         return VariantChoice("trees", one_gpu)
+    uneven = uneven_trees_rule(topology, size) if trees_free else None
+    if uneven is not None:
+        return VariantChoice("trees", uneven)
+    two_gpus = two_gpus_rule(servers, size) if free else None
+    if two_gpus is not None:
+        return two_gpus
     if layered:
         if free and ordered_rings_wins(topology, servers, size, layered=True):
             return VariantChoice(
@@ -2621,7 +2782,11 @@ def optcc(
         return _with_rule(replace(base, name="optcc", meta=meta), choice)
     if choice.variant == "ring":
         base = ring(topology, size, check=check)
-        meta = (("generator", "optcc"), ("variant", "ring (no degraded server)"))
+        two = (
+            len(servers) == 2 and topology.num_ranks == 2 and not all(sv.healthy for sv in servers)
+        )
+        label = "ring (two GPUs)" if two else "ring (no degraded server)"
+        meta = (("generator", "optcc"), ("variant", label))
         return _with_rule(replace(base, name="optcc", meta=meta), choice)
     if window is None:
         window = 2
