@@ -481,6 +481,25 @@ def test_uneven_nics_the_trees_where_the_layered_view_drops_bandwidth() -> None:
     assert uneven_trees_rule(eight, Fraction(2**26)) is None
 
 
+def test_no_degraded_server_the_fallback_trees_from_the_same_time():
+    """Three healthy servers of 6 GPUs with 3 NICs each (no layered schedule runs): at
+    64 KiB the trees' depth costs latency and the direct schedule is 0.79 × their time
+    (the trees ran at any size before); at 8 MiB (21 MiB read at 400 GB/s, above the
+    8 MiB of 17–24 GPUs) the trees run, 0.78 × the direct schedule's time."""
+    from resilientcc import sim
+
+    topo = hierarchical(3, 6, nics_per_server=3)
+    for size, chosen, other in (
+        (Fraction(2**16), "direct", {"trees": True}),
+        (Fraction(2**23), "tree packing", {"trees": False}),
+    ):
+        s = optcc(topo, size)
+        assert s.meta_get("variant") == chosen
+        alt = optcc(topo, size, **other)  # type: ignore[arg-type]
+        assert alt.meta_get("variant") != chosen
+        assert sim.simulate(s, topo).time_s < 0.85 * sim.simulate(alt, topo).time_s
+
+
 def test_unlike_servers_the_trees_from_32_mib_on_up_to_32_gpus():
     """Three of six servers of two GPUs degraded in different ways (a switch fabric): from
     32 MiB OptCC packs trees, 0.57 × the hierarchical ring's time (the rules' choice
@@ -637,7 +656,9 @@ VARIANT_TABLE = [
     # two servers: from 2 MiB at 400 GB/s, i.e. 256 KiB on one NIC of 50 GB/s
     (2, 1, "0:x1/2", Fraction(2**20), "tree packing"),
     (2, 4, "0:nic0,nic2", Fraction(2**18), "direct"),
-    (4, 4, "none", Fraction(2**12), "tree packing"),  # in place of the ring at any size
+    # no degraded server: the same thresholds, in place of the direct schedule or the ring
+    (4, 4, "none", Fraction(2**12), "direct"),
+    (4, 4, "none", Fraction(2**24), "tree packing"),
     (9, 5, "0:1", SMALL, "direct"),
 ]
 

@@ -705,12 +705,22 @@ def fallback_trees_rule(
     schedule or NCCL's ring (fewer NICs than GPUs, degraded servers that differ, a
     cluster the layered schedules cannot place, a single server), or ``None``: up to
     :data:`TREES_MAX_GPUS` GPUs; on one server from :data:`ONE_SERVER_TREES_MIN_GPUS`
-    GPUs, at any size; on two servers or more in place of NCCL's ring (no degraded
-    server) at any size, in place of the direct schedule from
-    :data:`FALLBACK_TREES_MIN_BYTES` at the fastest server's pace, by the number of
-    GPUs, on three servers or more, and on two servers from
-    :data:`FALLBACK_TREES_TWO_MIN_BYTES` at the fastest server's pace
-    (:func:`pieces_bytes`) up to :data:`FALLBACK_TREES_TWO_MAX_BYTES`.
+    GPUs, at any size; on three servers or more from :data:`FALLBACK_TREES_MIN_BYTES`
+    at the fastest server's pace (:func:`pieces_bytes`), by the number of GPUs, and on
+    two servers from :data:`FALLBACK_TREES_TWO_MIN_BYTES` at that pace, up to
+    :data:`FALLBACK_TREES_TWO_MAX_BYTES` where a server is degraded (in place of the
+    direct schedule) and at any larger size where none is (in place of NCCL's ring or
+    the direct schedule).
+
+    With no degraded server the trees ran at any size until 2026-11-28 (measured
+    against NCCL's ring, below); below those thresholds the direct schedule, which
+    that comparison left out, is faster. On the audit's healthy clusters where no
+    layered schedule runs (seeds 0–799, 4 KiB to 16 MiB; the trees' time over the
+    rules' choice without them, the direct schedule or NCCL's ring), the trees lost all
+    48 cases on three servers or more of 9–40 GPUs below 1 MiB read at 400 GB/s
+    (geometric means 1.29–1.81 by bin) and won 71 of 73 from 32 MiB; with the thresholds of the degraded servers OptCC's choice
+    over the faster of the two went from 1.143 to 1.020 (246 cases; more than 5 % behind
+    116 → 34), held out (seeds 800–1599, 312 cases) from 1.122 to 1.019 (125 → 41).
 
     On one server (``benchmarks/bench_fallback_trees.py --servers 1``, the 44 one-server
     clusters of seeds 0–399; 3 to 8 GPUs, NICs lost or slowed, which nothing here
@@ -758,8 +768,8 @@ def fallback_trees_rule(
 
     >>> from resilientcc.topology import fail_nics, hierarchical
     >>> t = hierarchical(2, 4, nics_per_server=2)
-    >>> fallback_trees_rule(t, optcc_view(t), Fraction(2**12)) is not None
-    True
+    >>> tuple(fallback_trees_rule(t, optcc_view(t), Fraction(2**k)) is None for k in (18, 20, 28))
+    (True, False, False)
     >>> d = fail_nics(t, 0, [1])
     >>> tuple(fallback_trees_rule(d, optcc_view(d), Fraction(2**k)) is None for k in (17, 20, 28))
     (True, False, True)
@@ -773,27 +783,24 @@ def fallback_trees_rule(
             f"one server, {ONE_SERVER_TREES_MIN_GPUS} to {TREES_MAX_GPUS} GPUs: reduce and"
             " broadcast trees over NVLink packed by a linear program"
         )
-    if all(sv.healthy for sv in servers):
-        return (
-            f"no degraded server, no layered schedule, up to {TREES_MAX_GPUS} GPUs:"
-            " reduce and broadcast trees packed by a linear program"
-        )
+    healthy = all(sv.healthy for sv in servers)
     if len(servers) == 2:
-        if (
-            pieces_bytes(servers, size) < FALLBACK_TREES_TWO_MIN_BYTES
-            or size > FALLBACK_TREES_TWO_MAX_BYTES
-        ):
+        if pieces_bytes(servers, size) < FALLBACK_TREES_TWO_MIN_BYTES:
             return None
         where = (
-            f"two servers, from {format_size(FALLBACK_TREES_TWO_MIN_BYTES)} at 400 GB/s"
-            f" (the time) to {format_size(FALLBACK_TREES_TWO_MAX_BYTES)}"
+            f"two servers, from {format_size(FALLBACK_TREES_TWO_MIN_BYTES)} at 400 GB/s (the time)"
         )
+        if not healthy:
+            if size > FALLBACK_TREES_TWO_MAX_BYTES:
+                return None
+            where += f" to {format_size(FALLBACK_TREES_TWO_MAX_BYTES)}"
     else:
         gpus, least = next((g, b) for g, b in FALLBACK_TREES_MIN_BYTES if topology.num_ranks <= g)
         if pieces_bytes(servers, size) < least:
             return None
         where = f"up to {gpus} GPUs, from {format_size(least)} at 400 GB/s (the time)"
-    return f"no layered schedule, {where}: reduce and broadcast trees packed by a linear program"
+    lead = "no degraded server, no layered schedule" if healthy else "no layered schedule"
+    return f"{lead}, {where}: reduce and broadcast trees packed by a linear program"
 
 
 def one_gpu_trees_rule(
