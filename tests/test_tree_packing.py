@@ -316,10 +316,8 @@ def test_benchmark_prints_its_table(monkeypatch, capsys) -> None:
     never below the packing nor the packing below the bound, and on the graphs where
     GPUs forward for each other (the direct ring, the torus) the trees ahead of NCCL's
     ring and of OptCC's layered rules on servers of one."""
-    script = ROOT / "benchmarks" / "bench_trees.py"
-    monkeypatch.setattr("sys.argv", [str(script), "--size", "16MiB", "--repeat", "1"])
-    runpy.run_path(str(script), run_name="__main__")
-    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| ") and "ms |" in r]
+    out = _bench(monkeypatch, capsys, "bench_trees.py", "--size", "16MiB", "--repeat", "1")
+    rows = [r for r in out.splitlines() if r.startswith("| ") and "ms |" in r]
     assert len(rows) == len(GRAPHS["GRAPHS"])
     for row in rows:
         cells = [c.strip().strip("*") for c in row.strip("|").split("|")]
@@ -335,24 +333,31 @@ def test_docs_figure_draws(tmp_path: Path) -> None:
     assert out.stat().st_size > 10_000
 
 
+def _bench(monkeypatch, capsys, name: str, *args: str) -> str:  # type: ignore[no-untyped-def]
+    """What ``benchmarks/NAME`` prints, run as a script with ``args``."""
+    script = ROOT / "benchmarks" / name
+    monkeypatch.setattr("sys.argv", [str(script), *args])
+    runpy.run_path(str(script), run_name="__main__")
+    return str(capsys.readouterr().out)
+
+
+def _cells(row: str) -> list[str]:
+    """The cells of a markdown table row."""
+    return [c.strip() for c in row.strip("|").split("|")]
+
+
 def test_fallback_benchmark_runs(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     """``benchmarks/bench_fallback_trees.py`` on two seeds of the random audit: 2 × 4 GPUs
     with two NICs each and no failure (seed 6, NCCL's ring the fallback) and 3 × 6 GPUs
     with three NICs each, NICs lost on two servers (seed 5, the direct schedule), both at
     8 MiB, where the trees were measured 0.88 and 0.40 × the fallback's time."""
-    script = ROOT / "benchmarks" / "bench_fallback_trees.py"
-    monkeypatch.setattr("sys.argv", [str(script), "--seeds", "5:7", "--sizes", "8MiB", "-v"])
-    runpy.run_path(str(script), run_name="__main__")
-    out = capsys.readouterr().out
+    out = _bench(
+        monkeypatch, capsys, "bench_fallback_trees.py", "--seeds", "5:7", "--sizes", "8MiB", "-v"
+    )
     assert "seed 5:" in out and "seed 6:" in out
-    rows = {
-        tuple(c.strip() for c in r.strip("|").split("|")[:3]): r
-        for r in out.splitlines()
-        if r.startswith("| 8 MiB")
-    }
+    rows = {tuple(_cells(r)[:3]): _cells(r) for r in out.splitlines() if r.startswith("| 8 MiB")}
     assert set(rows) == {("8 MiB", "direct", "3 or more"), ("8 MiB", "ring", "two")}
-    for row in rows.values():
-        cells = [c.strip() for c in row.strip("|").split("|")]
+    for cells in rows.values():
         assert cells[3] == "1" and cells[4] == "1"  # one case each, the trees faster
         assert 0 < float(cells[5]) < 1
 
@@ -360,15 +365,11 @@ def test_fallback_benchmark_runs(monkeypatch, capsys) -> None:  # type: ignore[n
 def test_fallback_benchmark_one_server(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     """``--servers 1`` keeps seeds 196 (one server of 8 GPUs) and 197 (of 2), and skips
     none of them: at 1 MiB the trees were measured 0.629 and 1.008 × the ring's time."""
-    script = ROOT / "benchmarks" / "bench_fallback_trees.py"
-    argv = [str(script), "--seeds", "195:198", "--servers", "1", "--sizes", "1MiB", "-v"]
-    monkeypatch.setattr("sys.argv", argv)
-    runpy.run_path(str(script), run_name="__main__")
-    out = capsys.readouterr().out
+    argv = ["--seeds", "195:198", "--servers", "1", "--sizes", "1MiB", "-v"]
+    out = _bench(monkeypatch, capsys, "bench_fallback_trees.py", *argv)
     assert "seed 196:" in out and "seed 197:" in out and "seed 195:" not in out
     (row,) = [r for r in out.splitlines() if r.startswith("| 1 MiB")]
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[:5] == ["1 MiB", "ring", "one", "2", "1"]  # two cases, the trees won one
+    assert _cells(row)[:5] == ["1 MiB", "ring", "one", "2", "1"]  # two cases, the trees won one
 
 
 def test_fallback_benchmark_by_time(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -377,15 +378,10 @@ def test_fallback_benchmark_by_time(monkeypatch, capsys) -> None:  # type: ignor
     MiB; on two (79, and 72 and 89 seen with the two rails alive on both) as 4 MiB.
     OptCC packs trees on all five; they were measured faster than the direct schedule
     on four, and 1.14 × its time on seed 89, the one case more than 5 % behind."""
-    script = ROOT / "benchmarks" / "bench_fallback_trees.py"
-    argv = [str(script), "--seeds", "70:90", "--servers", "2", "--sizes", "1MiB", "--by-time"]
-    monkeypatch.setattr("sys.argv", argv)
-    runpy.run_path(str(script), run_name="__main__")
-    out = capsys.readouterr().out
+    argv = ["--seeds", "70:90", "--servers", "2", "--sizes", "1MiB", "--by-time"]
+    out = _bench(monkeypatch, capsys, "bench_fallback_trees.py", *argv)
     rows = {
-        r.strip("|").split("|")[0].strip(): [c.strip() for c in r.strip("|").split("|")]
-        for r in out.splitlines()
-        if r.startswith("| ") and "direct" in r
+        _cells(r)[0]: _cells(r) for r in out.splitlines() if r.startswith("| ") and "direct" in r
     }
     assert set(rows) == {"2 MiB", "8 MiB"}
     assert rows["8 MiB"][3:5] == ["2", "2"] and rows["8 MiB"][9:] == ["1.000", "0"]
@@ -399,14 +395,9 @@ def test_fallback_benchmark_by_gpus(monkeypatch, capsys) -> None:  # type: ignor
     MiB, seeds 3 (3 × 5 GPUs) and 8 (3 × 3) fall in 9–16, seed 5 (3 × 6) in 17–24, seed 7
     (4 × 2, no failure) in 1–8; the trees were measured 0.70, 0.84, 0.58 and 0.72 × the
     fallback's time, and OptCC packs them on all four."""
-    script = ROOT / "benchmarks" / "bench_fallback_trees.py"
-    argv = [str(script), "--seeds", "3:9", "--sizes", "4MiB", "--by-time", "--by-gpus"]
-    monkeypatch.setattr("sys.argv", argv)
-    runpy.run_path(str(script), run_name="__main__")
-    out = capsys.readouterr().out
-    rows = [
-        [c.strip() for c in r.strip("|").split("|")] for r in out.splitlines() if "3 or more" in r
-    ]
+    argv = ["--seeds", "3:9", "--sizes", "4MiB", "--by-time", "--by-gpus"]
+    out = _bench(monkeypatch, capsys, "bench_fallback_trees.py", *argv)
+    rows = [_cells(r) for r in out.splitlines() if "3 or more" in r]
     assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
         ("8 MiB", "direct", "3 or more, 9–16 GPUs", "1"),
         ("8 MiB", "direct", "3 or more, 17–24 GPUs", "1"),
@@ -421,18 +412,13 @@ def test_unlike_trees_benchmark(monkeypatch, capsys) -> None:  # type: ignore[no
     three servers degraded in different ways) has the rule's condition; the trees were
     measured 0.72 and 0.57 × the hierarchical ring's time at 16 and 32 MiB, and OptCC
     packs them from 32 MiB only."""
-    script = ROOT / "benchmarks" / "bench_unlike_trees.py"
-    argv = [str(script), "--seeds", "170:180", "--sizes", "16MiB,32MiB", "-v"]
-    monkeypatch.setattr("sys.argv", argv)
-    runpy.run_path(str(script), run_name="__main__")
-    out = capsys.readouterr().out
+    argv = ["--seeds", "170:180", "--sizes", "16MiB,32MiB", "-v"]
+    out = _bench(monkeypatch, capsys, "bench_unlike_trees.py", *argv)
     assert [line.split(":")[0] for line in out.splitlines() if line.startswith("seed")] == [
         "seed 175",
         "seed 175",
     ]
-    rows = [
-        [c.strip() for c in r.strip("|").split("|")] for r in out.splitlines() if "| 1–16 |" in r
-    ]
+    rows = [_cells(r) for r in out.splitlines() if "| 1–16 |" in r]
     assert [(r[0], r[2], r[3], r[7]) for r in rows] == [
         ("16 MiB", "1", "1", "0"),
         ("32 MiB", "1", "1", "1"),
@@ -446,16 +432,13 @@ def test_uneven_trees_benchmark(monkeypatch, capsys) -> None:  # type: ignore[no
     view) has the condition; the trees were measured 0.81 and 0.69 × the hierarchical
     ring's time at 4 and 16 MiB, and OptCC packs them from 16 MiB only, so at 4 MiB its
     choice is behind."""
-    script = ROOT / "benchmarks" / "bench_uneven_trees.py"
-    argv = [str(script), "--seeds", "610:614", "--sizes", "4MiB,16MiB", "-v"]
-    monkeypatch.setattr("sys.argv", argv)
-    runpy.run_path(str(script), run_name="__main__")
-    out = capsys.readouterr().out
+    argv = ["--seeds", "610:614", "--sizes", "4MiB,16MiB", "-v"]
+    out = _bench(monkeypatch, capsys, "bench_uneven_trees.py", *argv)
     assert [line.split(":")[0] for line in out.splitlines() if line.startswith("seed")] == [
         "seed 612",
         "seed 612",
     ]
-    rows = [[c.strip() for c in r.strip("|").split("|")] for r in out.splitlines() if "| 3+ |" in r]
+    rows = [_cells(r) for r in out.splitlines() if "| 3+ |" in r]
     assert [(r[0], r[2], r[3], r[4], r[8], r[10]) for r in rows] == [
         ("4 MiB", "1/5 or more", "1", "1", "0", "1"),
         ("16 MiB", "1/5 or more", "1", "1", "1", "0"),

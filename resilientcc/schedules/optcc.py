@@ -288,6 +288,7 @@ __all__ = [
     "ordered_rings_wins",
     "packs_trees",
     "pieces_bytes",
+    "read_at",
     "ring_latency_ratio",
     "ring_options",
     "rings_pay",
@@ -890,7 +891,7 @@ def two_gpus_rule(servers: Sequence[ServerInfo], size: Fraction) -> VariantChoic
     slow, fast = sorted(sv.bandwidth for sv in servers)
     if slow <= 0:
         return None
-    read = size * max(Fraction(1), PIECES_REFERENCE_BW / slow)
+    read = read_at(size, slow)
     if slow <= TWO_GPUS_RING_MAX_SHARE * fast:
         if read < TWO_GPUS_RING_MIN_BYTES:
             return None
@@ -1989,10 +1990,20 @@ def pieces_bytes(servers: Sequence[ServerInfo], size: Fraction) -> Fraction:
     >>> float(pieces_bytes(server_view(hierarchical(4, 8)), Fraction(2**20)))
     1048576.0
     """
-    fastest = max((sv.bandwidth for sv in servers), default=Fraction(0))
-    if fastest <= 0 or fastest >= PIECES_REFERENCE_BW:
+    return read_at(size, max((sv.bandwidth for sv in servers), default=Fraction(0)))
+
+
+def read_at(size: Fraction, bandwidth: Fraction) -> Fraction:
+    """``size`` read at ``bandwidth``'s pace: the bytes :data:`PIECES_REFERENCE_BW` carries
+    in the time ``bandwidth`` needs for ``size`` (``size`` itself where ``bandwidth`` is
+    at least that fast, or 0).
+
+    >>> read_at(Fraction(2**20), Fraction(50 * 10**9)) == 8 * 2**20
+    True
+    """
+    if bandwidth <= 0 or bandwidth >= PIECES_REFERENCE_BW:
         return size
-    return size * PIECES_REFERENCE_BW / fastest
+    return size * PIECES_REFERENCE_BW / bandwidth
 
 
 def split_fraction(servers: Sequence[ServerInfo], shares: Mapping[int, Fraction]) -> Fraction:
