@@ -29,12 +29,17 @@ from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
-from resilientcc.schedules.optcc import TREES_MAX_GPUS, choose_variant, optcc, uneven_loss
-from resilientcc.sim import simulate
+from resilientcc.schedules.optcc import TREES_MAX_GPUS, uneven_loss
 from resilientcc.units import format_size
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from random_audit import case_options, draw_case, parse_seeds, parse_sizes
+from random_audit import (
+    case_options,
+    draw_case,
+    parse_seeds,
+    parse_sizes,
+    trees_against_rules,
+)
 
 #: the shares of a server's bandwidth dropped that the table groups the clusters by
 #: (lower ends, inclusive)
@@ -63,15 +68,11 @@ def measure(seeds: range, large: bool, sizes: Sequence[Fraction], verbose: bool 
         servers = "2" if len(topo.servers) == 2 else "3+"
         low = max(b for b in LOSS_BINS if b <= loss)
         for size in sizes:
-            other = optcc(topo, size, trees=False)
-            ratio = simulate(optcc(topo, size, trees=True), topo).time_s / (
-                simulate(other, topo).time_s
-            )
-            chosen = choose_variant(topo, size).variant == "trees"
+            ratio, chosen, other = trees_against_rules(topo, size)
             out[int(size), servers, low].append((ratio, chosen))
             if verbose:
                 print(f"seed {seed}: {case.desc.rsplit(';', 1)[0]}; {format_size(size)},"
-                      f" drops {float(loss):.3f}, {other.meta_get('variant')}: trees"
+                      f" drops {float(loss):.3f}, {other}: trees"
                       f" {ratio:.3f} x{' (chosen)' if chosen else ''}", flush=True)  # fmt: skip
     return out
 

@@ -26,12 +26,17 @@ from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
-from resilientcc.schedules.optcc import TREES_MAX_GPUS, choose_variant, optcc, unlike_trees
-from resilientcc.sim import simulate
+from resilientcc.schedules.optcc import TREES_MAX_GPUS, unlike_trees
 from resilientcc.units import format_size
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from random_audit import case_options, draw_case, parse_seeds, parse_sizes
+from random_audit import (
+    case_options,
+    draw_case,
+    parse_seeds,
+    parse_sizes,
+    trees_against_rules,
+)
 
 #: the GPU counts the table groups the clusters by (upper ends, inclusive)
 GPU_BINS = (16, 24, 32, TREES_MAX_GPUS)
@@ -51,15 +56,11 @@ def measure(seeds: range, large: bool, sizes: Sequence[Fraction], verbose: bool 
             continue
         gpus = min(b for b in GPU_BINS if topo.num_ranks <= b)
         for size in sizes:
-            other = optcc(topo, size, trees=False)
-            ratio = simulate(optcc(topo, size, trees=True), topo).time_s / (
-                simulate(other, topo).time_s
-            )
-            chosen = choose_variant(topo, size).variant == "trees"
+            ratio, chosen, other = trees_against_rules(topo, size)
             out[int(size), gpus].append((ratio, chosen))
             if verbose:
                 print(f"seed {seed}: {case.desc.rsplit(';', 1)[0]}; {format_size(size)},"
-                      f" {other.meta_get('variant')}: trees {ratio:.3f} x"
+                      f" {other}: trees {ratio:.3f} x"
                       f"{' (chosen)' if chosen else ''}", flush=True)  # fmt: skip
     return out
 

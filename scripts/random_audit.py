@@ -298,6 +298,20 @@ def case_options(description: str, seeds: str, sizes: str) -> argparse.ArgumentP
     return ap
 
 
+def trees_against_rules(topology: Topology, size: Fraction) -> tuple[float, bool, str]:
+    """OptCC's tree packing against its rules' choice without it (``trees=False``), for
+    the benchmarks over this audit's clusters: the trees' simulated time over the
+    other's, whether OptCC's rules give the trees, and the other's variant."""
+    from resilientcc.schedules.optcc import choose_variant, optcc
+    from resilientcc.sim import simulate
+
+    other = optcc(topology, size, trees=False)
+    trees = simulate(optcc(topology, size, trees=True), topology).time_s
+    ratio = trees / simulate(other, topology).time_s
+    chosen = choose_variant(topology, size).variant == "trees"
+    return ratio, chosen, str(other.meta_get("variant"))
+
+
 def parse_sizes(text: str) -> list[Fraction]:
     """Comma-separated sizes (``16MiB,64MiB``) as bytes."""
     from resilientcc.units import parse_size
