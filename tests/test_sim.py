@@ -14,7 +14,7 @@ from resilientcc.errors import SimulationError
 from resilientcc.schedules.ir import Schedule, Transfer, uniform_chunks
 from resilientcc.schedules.ring import ring
 from resilientcc.sim import maxmin_rates, plot, simulate
-from resilientcc.topology import fail_nics, hierarchical, switch_model
+from resilientcc.topology import fail_nics, hierarchical, scale_server_nics, switch_model
 from resilientcc.topology.model import GPU, SWITCH, Link, Node, Topology
 
 GB = 10**9
@@ -199,6 +199,38 @@ def test_pxn_remap_reroutes_dead_nic_channel() -> None:
     used = {res.link_names[i] for i in np.flatnonzero(res.link_bytes)}
     assert "s0.nic1->rail1" in used  # 1st dead NIC -> 1st alive NIC
     assert "rail1->s1.nic1" in used
+
+
+@pytest.mark.parametrize(
+    ("fabric", "entry"), [("rail", "rail1->s1.nic1"), ("switch", "fabric->s1.nic0")]
+)
+def test_a_remapped_channel_enters_the_receiver_on_its_own_nic_on_a_switch_fabric(
+    fabric: str, entry: str
+) -> None:
+    # NIC 0 of server 0 is down: channel 0 leaves on NIC 1. On a rail fabric it must stay on
+    # rail 1; on a switch fabric server 1 takes it on its own NIC 0 (NCCL's ranks pick their
+    # NICs each for itself), so its NIC 1 does not take two channels' ingress.
+    topo = fail_nics(hierarchical(2, 8, fabric=fabric), 0, 1)
+    s = sched([Transfer(0, 7, 8, 0, "copy", channel=0)], 16, 10**6, 1)
+    res = simulate(s, topo)
+    used = {res.link_names[i] for i in np.flatnonzero(res.link_bytes)}
+    assert f"s0.nic1->{'rail1' if fabric == 'rail' else 'fabric'}" in used
+    assert entry in used
+
+
+def test_a_ring_from_a_server_with_a_dead_nic_loads_a_switch_fabric_peer_evenly() -> None:
+    # 2 x 2 GPUs; server 1 lost NIC 1, server 0's NICs run at half speed. Server 1's two
+    # channels both leave on its NIC 0 and enter server 0 on NICs 0 and 1: each of server
+    # 0's NICs takes half of the ring's ingress (before, NIC 0 took all of it).
+    topo = scale_server_nics(
+        fail_nics(hierarchical(2, 2, fabric="switch"), 1, [1]), 0, Fraction(1, 2)
+    )
+    res = simulate(ring(topo, 2**20), topo, zero_latency=True)
+    ingress = {
+        n: res.link_bytes[i] for i, n in enumerate(res.link_names) if n.startswith("fabric->s0.")
+    }
+    assert ingress["fabric->s0.nic0"] == pytest.approx(ingress["fabric->s0.nic1"])
+    assert ingress["fabric->s0.nic0"] > 0
 
 
 def test_pinned_route_used_and_validated() -> None:

@@ -7,11 +7,13 @@ Rule for ``hierarchical`` topologies (DEVELOPING.md):
   ``pxn_remap`` if NIC ``k`` is dead (the ``i``-th dead NIC → alive NICs round-robin).
   Path: src GPU ``[→ nvswitch → GPU whose PCIe NIC is k]`` ``→ NIC k → fabric switch``
   (``rail{k}`` or ``fabric``) ``→ dst server's NIC`` ``[→ its GPU → nvswitch]`` ``→ dst GPU``.
-  The destination NIC is NIC ``k`` of the destination server if alive, else (switch
-  fabric) the destination server's remap of ``k``. On a rail fabric a rail must be alive
-  on both servers: if rail ``k`` is dead at the destination, the destination's remap of
-  ``k`` is used as the rail when it is alive at the source, else the first rail alive on
-  both (from ``k`` upwards, cyclically).
+  On a switch fabric each end picks its own NIC for the channel (NCCL's ranks do): the
+  destination NIC is NIC ``c mod K`` of the destination server if alive, else the
+  destination server's remap of it, whatever the source remapped. On a rail fabric the
+  rail is the source's (remapped) NIC if alive at the destination; a rail must be alive
+  on both servers: if it is dead at the destination, the destination's remap of it is
+  used as the rail when it is alive at the source, else the first rail alive on both
+  (from it upwards, cyclically).
 
 Anything else (other builders, missing links, no common rail) falls back to a shortest
 path by hop count (breadth-first, deterministic in link order). Pinned routes
@@ -104,10 +106,10 @@ class Router:
         k = la.nics[channel % len(la.nics)]
         k_src = self.remaps[sa][k]
         alive_b = set(lb.alive)
-        if k_src in alive_b:
+        if self.fabric == "switch":
+            k_dst = k if k in alive_b else self.remaps[sb].get(k, lb.alive[k % len(lb.alive)])
+        elif k_src in alive_b:
             k_dst = k_src
-        elif self.fabric == "switch":
-            k_dst = self.remaps[sb].get(k_src, lb.alive[0])
         else:
             alt = self.remaps[sb].get(k_src)
             common = [x for x in la.alive if x in alive_b]
