@@ -376,21 +376,25 @@ def test_the_split_s_rings_only_where_their_latency_pays(mib, f):
 
 def test_the_direct_schedule_s_depth_follows_the_time():
     """6 × 8 GPUs with one NIC per server (50 GB/s, an eighth of the 8 × 400 Gb/s the
-    depths were drawn on), one NIC at half speed, 64 MiB: the direct schedule's depth is
-    read at 8 × 64 MiB, 12 pieces instead of 2, and measured 0.70 × the time."""
+    depths were drawn on), one NIC at half speed, 64 MiB: read at the fastest server's
+    pace (:func:`pieces_bytes`) 8 × 64 MiB, 12 pieces instead of 2, 0.70 × the time; at
+    the slowest server's (:func:`depth_bytes`, since 2026-11-28) 16 × 64 MiB, 20 pieces,
+    0.73 × the time with 2 (and 1.04 × with 12: one of the cases the slowest pace made
+    slower)."""
     from resilientcc import sim
     from resilientcc.schedules._build import server_view
-    from resilientcc.schedules.optcc import pieces_bytes
+    from resilientcc.schedules.optcc import depth_bytes, pieces_bytes
 
     topo = apply_fail_specs(hierarchical(6, 8, nics_per_server=1), ["3:nic0x1/2"])
     size = Fraction(2**26)
     assert pieces_bytes(server_view(topo), size) == 8 * size
+    assert depth_bytes(server_view(topo), size) == 16 * size
     assert pieces_bytes(server_view(hierarchical(6, 8)), size) == size
     s = optcc(topo, size, check=False)
     assert (s.meta_get("variant"), default_pieces(size, 6), s.meta_get("pieces")) == (
         "direct",
         2,
-        "12",
+        "20",
     )
     shallow = optcc(topo, size, check=False, pieces=2)
     assert sim.simulate(s, topo).time_s < 0.8 * sim.simulate(shallow, topo).time_s
@@ -399,7 +403,9 @@ def test_the_direct_schedule_s_depth_follows_the_time():
 def test_two_servers_the_trees_from_2_mib_read_as_a_time():
     """Two servers of 8 GPUs with one NIC each (50 GB/s), server 0 at half speed, 1 MiB:
     read at 400 GB/s that is 8 MiB, so OptCC packs trees (before: the direct schedule
-    below 4 MiB), simulated 0.82 × the direct schedule's time. With four NICs, two lost
+    below 4 MiB), simulated 0.97 × the direct schedule's time (0.82 × while the direct
+    schedule's depth was read at the fastest server's pace, :func:`depth_bytes`; now it
+    runs 2 pieces, not 1). With four NICs, two lost
     on server 0, 256 KiB reads as 1 MiB: the direct schedule stays, the trees 1.04 ×
     (1.28 × before their reductions went ready first, :func:`reduce_order`)."""
     from resilientcc import sim
@@ -407,7 +413,7 @@ def test_two_servers_the_trees_from_2_mib_read_as_a_time():
     slow = apply_fail_specs(hierarchical(2, 8, nics_per_server=1), ["0:x1/2"])
     wide = apply_fail_specs(hierarchical(2, 8, nics_per_server=4), ["0:nic0,nic2"])
     for topo, size, chosen, other, factor in (
-        (slow, Fraction(2**20), "tree packing", {"trees": False}, 0.9),
+        (slow, Fraction(2**20), "tree packing", {"trees": False}, 1.0),
         (wide, Fraction(2**18), "direct", {"trees": True}, 1.0),
     ):
         s = optcc(topo, size)
@@ -740,3 +746,25 @@ def test_no_degraded_server_the_ring_only_where_its_latency_pays(mib, variant):
     assert s.meta_get("variant") == variant
     other = optcc(topo, size, check=False, direct=True) if mib == 256 else ring(topo, size)
     assert sim.simulate(s, topo).time_s < sim.simulate(other, topo).time_s
+
+
+def test_the_direct_schedules_depth_at_the_slowest_servers_pace():
+    """5 × 6 GPUs of one NIC (switch fabric), server 1's NIC at 3/4, server 4 at 1/8, 1 MiB
+    (the audit's seed 301): read at the slowest server's pace 1 MiB is 64 MiB, six
+    pieces, where the fastest server's pace gave one. Server 4's sends and its results'
+    returns then overlap: 1.56 × the bound against 2.40 × in one piece."""
+    from resilientcc import sim
+    from resilientcc.bounds import lower_bound
+    from resilientcc.schedules.optcc import depth_bytes, optcc_view, pieces_bytes
+
+    topo = apply_fail_specs(
+        hierarchical(5, 6, nics_per_server=1, fabric="switch"), ["1:nic0x3/4", "4:x1/8"]
+    )
+    size = Fraction(2**20)
+    view = optcc_view(topo, size)
+    assert (pieces_bytes(view, size), depth_bytes(view, size)) == (8 * size, 64 * size)
+    s = optcc(topo, size)
+    assert (s.meta_get("variant"), s.meta_get("pieces")) == ("direct", "6")
+    one = optcc(topo, size, pieces=1, check=False)
+    bound = float(lower_bound(topo, size).seconds)
+    assert sim.simulate(s, topo).time_s < 1.6 * bound < 0.7 * sim.simulate(one, topo).time_s
