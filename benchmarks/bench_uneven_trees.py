@@ -24,22 +24,16 @@ from __future__ import annotations
 
 import statistics
 import sys
-from collections import defaultdict
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
 from resilientcc.schedules.optcc import TREES_MAX_GPUS, uneven_loss
+from resilientcc.topology.model import Topology
 from resilientcc.units import format_size
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from random_audit import (
-    case_options,
-    draw_case,
-    parse_seeds,
-    parse_sizes,
-    trees_against_rules,
-)
+from random_audit import case_options, parse_seeds, parse_sizes, ratio_cells, trees_cases
 
 #: the shares of a server's bandwidth dropped that the table groups the clusters by
 #: (lower ends, inclusive)
@@ -56,25 +50,17 @@ def measure(seeds: range, large: bool, sizes: Sequence[Fraction], verbose: bool 
     """:data:`Results` for the clusters of ``seeds`` where a server's alive NICs differ in
     speed (``uneven_loss`` above 0), on two servers or more and up to ``TREES_MAX_GPUS``
     GPUs."""
-    out: Results = defaultdict(list)
-    for seed in seeds:
-        case = draw_case(seed, large)
-        topo = case.topology
+
+    def bin_of(topo: Topology) -> tuple[tuple[object, ...], str] | None:
         if topo.num_ranks > TREES_MAX_GPUS or len(topo.servers) < 2:
-            continue
+            return None
         loss = uneven_loss(topo)
         if not loss:
-            continue
+            return None
         servers = "2" if len(topo.servers) == 2 else "3+"
-        low = max(b for b in LOSS_BINS if b <= loss)
-        for size in sizes:
-            ratio, chosen, other = trees_against_rules(topo, size)
-            out[int(size), servers, low].append((ratio, chosen))
-            if verbose:
-                print(f"seed {seed}: {case.desc.rsplit(';', 1)[0]}; {format_size(size)},"
-                      f" drops {float(loss):.3f}, {other}: trees"
-                      f" {ratio:.3f} x{' (chosen)' if chosen else ''}", flush=True)  # fmt: skip
-    return out
+        return (servers, max(b for b in LOSS_BINS if b <= loss)), f" drops {float(loss):.3f},"
+
+    return trees_cases(seeds, large, sizes, bin_of, verbose)  # type: ignore[return-value]
 
 
 def table(results: Results) -> str:
@@ -91,9 +77,8 @@ def table(results: Results) -> str:
         # OptCC's choice over the faster of the two
         choice = [(r if chosen else 1.0) / min(r, 1.0) for r, chosen in rows]
         lines.append(
-            f"| {format_size(size)} | {servers} | {span} | {len(rows)} |"
-            f" {sum(r < 1 for r in ratios)} | {statistics.geometric_mean(ratios):.3f} |"
-            f" {max(ratios):.3f} | {min(ratios):.3f} | {sum(c for _, c in rows)} |"
+            f"| {format_size(size)} | {servers} | {span} | {len(rows)} | {ratio_cells(ratios)} |"
+            f" {sum(c for _, c in rows)} |"
             f" {statistics.geometric_mean(choice):.3f} | {sum(c > BEHIND for c in choice)} |"
         )
     return "\n".join(lines)

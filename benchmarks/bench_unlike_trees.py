@@ -19,24 +19,17 @@ rules give the trees (this rule, or where the others leave only the direct sched
 
 from __future__ import annotations
 
-import statistics
 import sys
-from collections import defaultdict
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
 from resilientcc.schedules.optcc import TREES_MAX_GPUS, unlike_trees
+from resilientcc.topology.model import Topology
 from resilientcc.units import format_size
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from random_audit import (
-    case_options,
-    draw_case,
-    parse_seeds,
-    parse_sizes,
-    trees_against_rules,
-)
+from random_audit import case_options, parse_seeds, parse_sizes, ratio_cells, trees_cases
 
 #: the GPU counts the table groups the clusters by (upper ends, inclusive)
 GPU_BINS = (16, 24, 32, TREES_MAX_GPUS)
@@ -48,21 +41,13 @@ Results = dict[tuple[int, int], list[tuple[float, bool]]]
 def measure(seeds: range, large: bool, sizes: Sequence[Fraction], verbose: bool = False) -> Results:
     """:data:`Results` for the clusters of ``seeds`` where the trees rule's condition
     (three degraded servers or more, not all alike, up to ``TREES_MAX_GPUS`` GPUs) holds."""
-    out: Results = defaultdict(list)
-    for seed in seeds:
-        case = draw_case(seed, large)
-        topo = case.topology
+
+    def bin_of(topo: Topology) -> tuple[tuple[object, ...], str] | None:
         if not unlike_trees(topo):
-            continue
-        gpus = min(b for b in GPU_BINS if topo.num_ranks <= b)
-        for size in sizes:
-            ratio, chosen, other = trees_against_rules(topo, size)
-            out[int(size), gpus].append((ratio, chosen))
-            if verbose:
-                print(f"seed {seed}: {case.desc.rsplit(';', 1)[0]}; {format_size(size)},"
-                      f" {other}: trees {ratio:.3f} x"
-                      f"{' (chosen)' if chosen else ''}", flush=True)  # fmt: skip
-    return out
+            return None
+        return (min(b for b in GPU_BINS if topo.num_ranks <= b),), ""
+
+    return trees_cases(seeds, large, sizes, bin_of, verbose)  # type: ignore[return-value]
 
 
 def table(results: Results) -> str:
@@ -75,10 +60,9 @@ def table(results: Results) -> str:
         ratios = [r for r, _ in rows]
         low = max((b for b in GPU_BINS if b < gpus), default=0) + 1
         lines.append(
-            f"| {format_size(size)} | {low}–{gpus} | {len(rows)} | {sum(r < 1 for r in ratios)} |"
-            f" {statistics.geometric_mean(ratios):.3f} | {max(ratios):.3f} | {min(ratios):.3f} |"
+            f"| {format_size(size)} | {low}–{gpus} | {len(rows)} | {ratio_cells(ratios)} |"
             f" {sum(c for _, c in rows)} |"
-        )  # fmt: skip
+        )
     return "\n".join(lines)
 
 

@@ -312,6 +312,49 @@ def trees_against_rules(topology: Topology, size: Fraction) -> tuple[float, bool
     return ratio, chosen, str(other.meta_get("variant"))
 
 
+def trees_cases(
+    seeds: range,
+    large: bool,
+    sizes: Sequence[Fraction],
+    bin_of: Callable[[Topology], tuple[tuple[object, ...], str] | None],
+    verbose: bool = False,
+) -> dict[tuple[object, ...], list[tuple[float, bool]]]:
+    """:func:`trees_against_rules` on every cluster of ``seeds`` that ``bin_of`` keeps,
+    at every size: ``(bytes, *bin) -> [(trees / other, whether the rules give the
+    trees), ...]``. ``bin_of`` gives a cluster's bin and a note for the ``verbose`` line
+    (``None``: left out)."""
+    from collections import defaultdict
+
+    from resilientcc.units import format_size
+
+    out: dict[tuple[object, ...], list[tuple[float, bool]]] = defaultdict(list)
+    for seed in seeds:
+        case = draw_case(seed, large)
+        kept = bin_of(case.topology)
+        if kept is None:
+            continue
+        key, note = kept
+        for size in sizes:
+            ratio, chosen, other = trees_against_rules(case.topology, size)
+            out[(int(size), *key)].append((ratio, chosen))
+            if verbose:
+                print(f"seed {seed}: {case.desc.rsplit(';', 1)[0]}; {format_size(size)},"
+                      f"{note} {other}: trees {ratio:.3f} x"
+                      f"{' (chosen)' if chosen else ''}", flush=True)  # fmt: skip
+    return out
+
+
+def ratio_cells(ratios: Sequence[float]) -> str:
+    """Table cells of the trees' times over the other's: how many the trees won, the
+    geometric mean, the worst and the best."""
+    import statistics
+
+    return (
+        f"{sum(r < 1 for r in ratios)} | {statistics.geometric_mean(ratios):.3f} |"
+        f" {max(ratios):.3f} | {min(ratios):.3f}"
+    )
+
+
 def parse_sizes(text: str) -> list[Fraction]:
     """Comma-separated sizes (``16MiB,64MiB``) as bytes."""
     from resilientcc.units import parse_size

@@ -21,6 +21,7 @@ from resilientcc.schedules.optcc import optcc
 from resilientcc.schedules.tree_packing import (
     TreePacking,
     default_tree_pieces,
+    edge_seconds_per_byte,
     gpu_graph,
     pack_trees,
     reduce_order,
@@ -210,12 +211,8 @@ def test_the_network_child_goes_last_into_the_root() -> None:
     topo = hierarchical(2, 4)
     pk = pack_trees(topo)
     assert len(pk.pairs) == 4
+    cost = edge_seconds_per_byte(pk.graph)
     for pair in pk.pairs:
-        graph = pk.graph
-        cost = {
-            e: 1.0 / min(graph.capacity[li] for li in route)
-            for e, route in zip(graph.edges, graph.routes, strict=True)
-        }
         into_root = [c for c, p in reduce_order(pair.up, cost) if p == pair.root]
         assert (into_root[-1] < 4) != (pair.root < 4)  # from the other server
     size = Fraction(2**28)

@@ -68,6 +68,7 @@ __all__ = [
     "TreePair",
     "default_tree_lanes",
     "default_tree_pieces",
+    "edge_seconds_per_byte",
     "gpu_graph",
     "pack_trees",
     "reduce_order",
@@ -554,6 +555,15 @@ def tree_depth(pair: TreePair) -> int:
     return up_depth.get(pair.root, 0) + max(down.values())
 
 
+def edge_seconds_per_byte(graph: GpuGraph) -> dict[tuple[int, int], float]:
+    """Each GPU edge's time per byte alone on its route (its narrowest link), the cost
+    :func:`reduce_order` orders a parent's children by."""
+    return {
+        e: 1.0 / min(graph.capacity[li] for li in route)
+        for e, route in zip(graph.edges, graph.routes, strict=True)
+    }
+
+
 def reduce_order(
     up: Sequence[tuple[int, int]], per_byte: Mapping[tuple[int, int], float]
 ) -> tuple[tuple[int, int], ...]:
@@ -715,11 +725,7 @@ def tree_allreduce(
         [pair.share for pair in pk.pairs],
         lanes or default_tree_lanes(len(pk.pairs), k, ranks, size),
     )
-    # each edge's time per byte alone on its route, for the order of the reductions
-    per_byte = {
-        e: 1.0 / min(graph.capacity[li] for li in route)
-        for e, route in zip(graph.edges, graph.routes, strict=True)
-    }
+    per_byte = edge_seconds_per_byte(graph)
     ups = [reduce_order(pair.up, per_byte) for pair in pk.pairs]
     b = Builder("trees", topology.num_ranks)
     b.order_by_release = True
